@@ -1,0 +1,68 @@
+# boxwire — every workflow is a target here. `make demo` and `make test` do
+# their own set-up on a bare Debian machine (as root): they install and start
+# a Docker engine when none answers and build the base image locally when no
+# registry answers.
+
+SHELL := /bin/bash
+GO ?= go
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+IMAGE ?= boxwire:latest
+LDFLAGS := -s -w -X main.version=$(VERSION)
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+E2E_TIMEOUT ?= 30m
+
+export BOXWIRE_IMAGE := $(IMAGE)
+
+.PHONY: all build agent image engine test unit e2e lint demo bench clean
+
+all: build
+
+## build: the host binaries (bridge, client, scripted model server) and the agent
+build: agent
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o build/bridge ./bridge
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o build/client ./client
+	$(GO) build -trimpath -o build/llmscript ./e2e/cmd/llmscript
+
+## agent: the static agent binary that goes into the image
+agent:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o build/image/boxwire-agent ./agent
+
+## engine: make sure a Docker engine answers (installs and starts one if not)
+engine:
+	@bash image/engine.sh
+
+## image: the sandbox image, on a local base when no registry answers
+image: engine agent
+	@base=$$(bash image/base-image.sh) && \
+	  echo "image: $(IMAGE) on $$base" && \
+	  docker build -q --build-arg BASE=$$base --build-arg VERSION=$(VERSION) -t $(IMAGE) . >/dev/null
+
+## lint: gofmt, go vet, staticcheck
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	  if [ -n "$$out" ]; then echo "gofmt would change: $$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
+
+## unit: every package's tests with the race detector (needs the engine)
+unit: engine
+	$(GO) test -race -count=1 ./...
+
+## e2e: end-to-end tests on the real engine with the real image
+e2e: image
+	BOXWIRE_E2E=1 $(GO) test -race -count=1 -timeout $(E2E_TIMEOUT) -v ./e2e/... 2>&1 | \
+	  grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go' ; exit $${PIPESTATUS[0]}
+
+## test: lint, unit tests and the e2e suite
+test: lint unit e2e
+
+## demo: build everything, start the bridge and run a short chat through the client
+demo: image build
+	@bash e2e/demo.sh
+
+## bench: speed and memory figures (see README)
+bench: image build
+	BOXWIRE_E2E=1 $(GO) test -run '^$$' -bench . -benchtime 1x -count 1 ./e2e/...
+
+clean:
+	rm -rf build
