@@ -35,7 +35,8 @@ engine:
 image: engine agent
 	@base=$$(bash image/base-image.sh) && \
 	  echo "image: $(IMAGE) on $$base" && \
-	  docker build -q --build-arg BASE=$$base --build-arg VERSION=$(VERSION) -t $(IMAGE) . >/dev/null
+	  docker build -q --build-arg BASE=$$base --build-arg VERSION=$(VERSION) -t $(IMAGE) . 2>&1 >/dev/null | \
+	    { grep -vE 'DEPRECATED|buildx|BuildKit|^ *$$' || true; } ; exit $${PIPESTATUS[0]}
 
 ## lint: gofmt, go vet, staticcheck
 lint:

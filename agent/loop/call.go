@@ -1,0 +1,160 @@
+package loop
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/boxwire/boxwire/agent/tools"
+	"github.com/boxwire/boxwire/bridge/wire"
+)
+
+// Texts the model reads when a call could not run to completion.
+const (
+	msgInterrupted       = "interrupted by the user"
+	msgInterruptedBefore = "not run: the turn was interrupted before this call started"
+	msgNoOutput          = "(no output)"
+)
+
+// runCall announces, runs and reports one tool call, and answers it in the
+// history. It never returns without adding the tool message.
+func (l *Loop) runCall(ctx context.Context, conv *Conversation, call ToolCall, emit func(wire.Envelope)) {
+	emit(wire.MustNew(wire.TypeToolCall, "", "", wire.ToolCall{
+		CallID:    call.ID,
+		Name:      call.Name,
+		Arguments: argumentsJSON(call.Arguments),
+	}))
+	res := l.execute(ctx, call, emit)
+	emit(wire.MustNew(wire.TypeToolResult, "", "", wire.ToolResult{
+		CallID:     call.ID,
+		Name:       call.Name,
+		ExitCode:   res.ExitCode,
+		Output:     res.Output,
+		Truncated:  res.Truncated,
+		TotalBytes: res.TotalBytes,
+		Error:      res.Err,
+	}))
+	conv.Append(Message{Role: RoleTool, ToolCallID: call.ID, Content: modelText(res)})
+}
+
+// execute runs the call's tool, or explains to the model why it did not.
+func (l *Loop) execute(ctx context.Context, call ToolCall, emit func(wire.Envelope)) tools.Result {
+	tool, ok := l.tools[call.Name]
+	switch {
+	case !ok:
+		return tools.Result{Err: fmt.Sprintf("unknown tool %q; the available tools are: %s", call.Name, l.toolNames())}
+	case !json.Valid([]byte(orEmptyObject(call.Arguments))):
+		return tools.Result{Err: "the arguments are not a valid JSON object; call the tool again with valid JSON"}
+	case ctx.Err() != nil:
+		return tools.Result{Err: msgInterruptedBefore}
+	}
+	out := &utf8Chunker{emit: func(s string) {
+		emit(wire.MustNew(wire.TypeToolOutput, "", "", wire.ToolOutput{CallID: call.ID, Output: s}))
+	}}
+	res := l.safeRun(ctx, tool, tools.Call{ID: call.ID, Args: json.RawMessage(orEmptyObject(call.Arguments)), Output: out.write})
+	out.flush()
+	if ctx.Err() != nil && res.Err == "" {
+		res.Err = msgInterrupted
+	}
+	return res
+}
+
+// safeRun runs tool and turns a panic into a failed result, so that one
+// broken tool cannot take the agent down.
+func (l *Loop) safeRun(ctx context.Context, tool tools.Tool, call tools.Call) (res tools.Result) {
+	defer func() {
+		if p := recover(); p != nil {
+			l.log.Error("tool panicked", "tool", tool.Name(), "panic", p)
+			res = tools.Result{Err: fmt.Sprintf("the tool crashed: %v", p)}
+		}
+	}()
+	return tool.Run(ctx, call)
+}
+
+func (l *Loop) toolNames() string {
+	names := make([]string, 0, len(l.defs))
+	for _, d := range l.defs {
+		names = append(names, d.Name)
+	}
+	slices.Sort(names)
+	if len(names) == 0 {
+		return "(none)"
+	}
+	return strings.Join(names, ", ")
+}
+
+// modelText is the tool message content the model reads for res.
+func modelText(res tools.Result) string {
+	var b strings.Builder
+	if res.Err != "" {
+		b.WriteString("error: ")
+		b.WriteString(res.Err)
+	}
+	if res.Output != "" {
+		if b.Len() > 0 {
+			b.WriteString("\n")
+		}
+		b.WriteString(res.Output)
+	}
+	if b.Len() == 0 {
+		return msgNoOutput
+	}
+	return b.String()
+}
+
+// argumentsJSON is the model's arguments as a JSON value for the tool_call
+// event: the object itself, or, if the model produced invalid JSON, its
+// text as a JSON string.
+func argumentsJSON(args string) json.RawMessage {
+	args = orEmptyObject(args)
+	if json.Valid([]byte(args)) {
+		return json.RawMessage(args)
+	}
+	quoted, _ := json.Marshal(args) // a string always encodes
+	return quoted
+}
+
+func orEmptyObject(args string) string {
+	if strings.TrimSpace(args) == "" {
+		return "{}"
+	}
+	return args
+}
+
+// utf8Chunker turns output chunks into valid UTF-8 strings, holding back an
+// incomplete rune at a chunk's end until the next chunk completes it.
+type utf8Chunker struct {
+	pending []byte
+	emit    func(string)
+}
+
+func (c *utf8Chunker) write(chunk []byte) {
+	if len(chunk) == 0 {
+		return
+	}
+	buf := append(c.pending, chunk...)
+	cut := len(buf)
+	// Hold back at most utf8.UTFMax-1 bytes of an unfinished rune.
+	for i := len(buf) - 1; i >= 0 && i >= len(buf)-(utf8.UTFMax-1); i-- {
+		if utf8.RuneStart(buf[i]) {
+			if !utf8.FullRune(buf[i:]) {
+				cut = i
+			}
+			break
+		}
+	}
+	c.pending = append([]byte(nil), buf[cut:]...)
+	if cut > 0 {
+		c.emit(strings.ToValidUTF8(string(buf[:cut]), "\uFFFD"))
+	}
+}
+
+func (c *utf8Chunker) flush() {
+	if len(c.pending) > 0 {
+		c.emit(strings.ToValidUTF8(string(c.pending), "\uFFFD"))
+		c.pending = nil
+	}
+}

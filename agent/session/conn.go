@@ -1,0 +1,219 @@
+package session
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/boxwire/boxwire/bridge/wire"
+	"github.com/gorilla/websocket"
+)
+
+// Connection limits and deadlines.
+const (
+	// writeWait bounds one frame write; a peer that cannot take a frame in
+	// this time is dropped.
+	writeWait = 10 * time.Second
+	// helloWait is how long a new connection may take to send hello.
+	helloWait = 10 * time.Second
+	// pongWait is how long the connection may be silent (no frame, no
+	// pong) before it is considered dead.
+	pongWait = 60 * time.Second
+	// pingPeriod is how often the writer pings; less than pongWait.
+	pingPeriod = pongWait * 9 / 10
+	// maxFrameBytes is the hard read limit: a frame over wire.MaxMessageBytes
+	// but under this is drained and answered too_large; a larger one ends
+	// the connection.
+	maxFrameBytes = 16 << 20
+	// sendBuffer is how many outgoing messages may wait for the writer; a
+	// connection whose buffer is full is dropped.
+	sendBuffer = 1024
+
+	readBufferSize  = 4 << 10
+	writeBufferSize = 4 << 10
+)
+
+// outgoing is one queued message; close asks the writer to close the
+// connection after writing it.
+type outgoing struct {
+	env   wire.Envelope
+	close bool
+}
+
+// conn is one WebSocket connection. Its reader runs on the ServeHTTP
+// goroutine and owns the writer goroutine; the thread it is attached to
+// only enqueues (never blocks on it).
+type conn struct {
+	s    *Server
+	ws   *websocket.Conn
+	log  *slog.Logger
+	send chan outgoing
+
+	stopOnce   sync.Once
+	done       chan struct{} // closed by stop: the writer must quit
+	writerDone chan struct{} // closed when the writer has quit
+
+	thread *thread // set by the handshake; read by the reader only
+}
+
+func newConn(s *Server, ws *websocket.Conn, log *slog.Logger) *conn {
+	return &conn{
+		s: s, ws: ws, log: log,
+		send:       make(chan outgoing, sendBuffer),
+		done:       make(chan struct{}),
+		writerDone: make(chan struct{}),
+	}
+}
+
+// serve runs the connection: the writer on a new goroutine, the reader on
+// this one. It returns when both have stopped and the socket is closed.
+func (c *conn) serve() {
+	go c.writePump()
+	c.readPump()
+	if c.thread != nil {
+		c.thread.detach(c)
+	}
+	c.stop()
+	<-c.writerDone
+	c.log.Debug("connection closed")
+}
+
+// stop tells the writer to quit (it closes the socket, which ends the
+// reader). Safe to call from any goroutine, more than once.
+func (c *conn) stop() {
+	c.stopOnce.Do(func() { close(c.done) })
+}
+
+// enqueue queues out for the writer without blocking. If the queue is full
+// the peer is too slow: the connection is stopped and enqueue reports false.
+func (c *conn) enqueue(out outgoing) bool {
+	select {
+	case <-c.done:
+		return false
+	default:
+	}
+	select {
+	case c.send <- out:
+		return true
+	default:
+		c.log.Warn("peer too slow; dropping connection", "queued", len(c.send))
+		c.drop()
+		return false
+	}
+}
+
+// drop stops the connection at once: closing the socket also ends a write
+// that is blocked on the slow peer.
+func (c *conn) drop() {
+	c.stop()
+	_ = c.ws.NetConn().Close()
+}
+
+// reply sends a message that answers one request (no seq).
+func (c *conn) reply(env wire.Envelope) { c.enqueue(outgoing{env: env}) }
+
+// writePump writes queued messages and pings until stopped, the server
+// closes, or a write fails; then it closes the socket.
+func (c *conn) writePump() {
+	defer close(c.writerDone)
+	defer c.ws.Close()
+	ping := time.NewTicker(pingPeriod)
+	defer ping.Stop()
+	for {
+		select {
+		case out := <-c.send:
+			if err := c.write(out.env); err != nil {
+				c.log.Debug("write failed", "err", err)
+				return
+			}
+			if out.close {
+				c.writeClose(websocket.ClosePolicyViolation)
+				return
+			}
+		case <-ping.C:
+			if err := c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeWait)); err != nil {
+				c.log.Debug("ping failed", "err", err)
+				return
+			}
+		case <-c.done:
+			c.writeClose(websocket.CloseNormalClosure)
+			return
+		case <-c.s.hard.Done():
+			c.writeClose(websocket.CloseGoingAway)
+			return
+		}
+	}
+}
+
+func (c *conn) write(env wire.Envelope) error {
+	if err := c.ws.SetWriteDeadline(time.Now().Add(writeWait)); err != nil {
+		return err
+	}
+	return c.ws.WriteJSON(env)
+}
+
+func (c *conn) writeClose(code int) {
+	_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, ""), time.Now().Add(writeWait))
+}
+
+// closeWith sends env, then closes the connection; it waits (bounded) for
+// the writer to flush. It always reports false, for the reader to return.
+func (c *conn) closeWith(env wire.Envelope) bool {
+	c.enqueue(outgoing{env: env, close: true})
+	t := time.NewTimer(writeWait)
+	defer t.Stop()
+	select {
+	case <-c.writerDone:
+	case <-t.C:
+	}
+	return false
+}
+
+// next reads one frame. Errors of type wire.Error and wire.ErrTooLarge
+// concern only that frame; any other error ends the connection.
+func (c *conn) next() (wire.Envelope, error) {
+	typ, r, err := c.ws.NextReader()
+	if err != nil {
+		return wire.Envelope{}, err
+	}
+	if err := c.ws.SetReadDeadline(time.Now().Add(pongWait)); err != nil {
+		return wire.Envelope{}, err
+	}
+	if typ != websocket.TextMessage {
+		if _, err := io.Copy(io.Discard, r); err != nil {
+			return wire.Envelope{}, err
+		}
+		return wire.Envelope{}, wire.Error{Code: wire.CodeBadMessage, Message: "binary frames are not part of the protocol"}
+	}
+	return wire.ReadMessage(r, wire.MaxMessageBytes)
+}
+
+// frameError turns a per-frame read error into the error reply for it, or
+// reports false when err ends the connection.
+func frameError(thread string, err error) (wire.Envelope, bool) {
+	var we wire.Error
+	switch {
+	case errors.Is(err, wire.ErrTooLarge):
+		return wire.ErrorEnvelope(thread, "", wire.CodeTooLarge, "frame larger than %d bytes discarded", wire.MaxMessageBytes), true
+	case errors.As(err, &we):
+		return wire.MustNew(wire.TypeError, thread, "", we), true
+	}
+	return wire.Envelope{}, false
+}
+
+// logReadEnd logs why the reader stopped, quietly for ordinary closes.
+func (c *conn) logReadEnd(err error) {
+	if websocket.IsCloseError(err, websocket.CloseNormalClosure, websocket.CloseGoingAway, websocket.CloseNoStatusReceived) {
+		c.log.Debug("peer closed", "err", err)
+		return
+	}
+	select {
+	case <-c.done:
+		c.log.Debug("connection stopped", "err", err)
+	case <-c.s.hard.Done():
+	default:
+		c.log.Info("read failed; closing", "err", err)
+	}
+}

@@ -1,0 +1,103 @@
+package session
+
+import (
+	"time"
+
+	"github.com/boxwire/boxwire/bridge/wire"
+)
+
+// readPump performs the handshake and then routes requests until the
+// connection fails or must close.
+func (c *conn) readPump() {
+	c.ws.SetReadLimit(maxFrameBytes)
+	c.ws.SetPongHandler(func(string) error { return c.ws.SetReadDeadline(time.Now().Add(pongWait)) })
+	if err := c.ws.SetReadDeadline(time.Now().Add(helloWait)); err != nil {
+		return
+	}
+	if !c.handshake() {
+		return
+	}
+	name := c.thread.name
+	for {
+		env, err := c.next()
+		if err != nil {
+			reply, ok := frameError(name, err)
+			if !ok {
+				c.logReadEnd(err)
+				return
+			}
+			c.reply(reply)
+			continue
+		}
+		c.handle(env)
+	}
+}
+
+// handshake reads the hello, binds the connection to its thread and
+// answers; on any problem it answers with an error, closes and reports
+// false.
+func (c *conn) handshake() bool {
+	env, err := c.next()
+	if err != nil {
+		reply, ok := frameError("", err)
+		if !ok {
+			c.logReadEnd(err)
+			return false
+		}
+		return c.closeWith(reply)
+	}
+	if env.Type != wire.TypeHello {
+		return c.closeWith(wire.ErrorEnvelope("", env.ID, wire.CodeBadMessage, "the first message must be hello, not %q", env.Type))
+	}
+	var h wire.Hello
+	if err := env.Decode(&h); err != nil {
+		return c.closeWith(wire.ErrorEnvelope("", env.ID, wire.CodeBadMessage, "%s", err.Error()))
+	}
+	if h.Version != wire.Version {
+		return c.closeWith(wire.ErrorEnvelope("", env.ID, wire.CodeVersionMismatch, "this agent speaks protocol version %d, not %d", wire.Version, h.Version))
+	}
+	name := h.Thread
+	if name == "" {
+		name = DefaultThread
+	}
+	c.thread = c.s.thread(name)
+	c.log = c.log.With("thread", name)
+	c.thread.attach(c, wire.MustNew(wire.TypeHello, name, env.ID, wire.Hello{
+		Version:  wire.Version,
+		Role:     wire.RoleAgent,
+		Software: c.s.cfg.Software,
+		Thread:   name,
+	}))
+	c.log.Debug("connection attached", "role", h.Role, "software", h.Software)
+	return true
+}
+
+// handle routes one request from a bound connection.
+func (c *conn) handle(env wire.Envelope) {
+	name := c.thread.name
+	switch env.Type {
+	case wire.TypeUserMessage:
+		var m wire.UserMessage
+		if err := env.Decode(&m); err != nil {
+			c.reply(wire.ErrorEnvelope(name, env.ID, wire.CodeBadMessage, "%s", err.Error()))
+			return
+		}
+		if m.Text == "" {
+			c.reply(wire.ErrorEnvelope(name, env.ID, wire.CodeBadMessage, "user_message: empty text"))
+			return
+		}
+		c.thread.startTurn(c, env.ID, m.Text)
+	case wire.TypeInterrupt:
+		c.thread.interrupt()
+	case wire.TypePing:
+		c.reply(wire.MustNew(wire.TypePong, name, env.ID, nil))
+	case wire.TypeHello:
+		c.reply(wire.ErrorEnvelope(name, env.ID, wire.CodeBadMessage, "hello was already exchanged"))
+	default:
+		if !wire.Known(env.Type) {
+			c.reply(wire.ErrorEnvelope(name, env.ID, wire.CodeUnknownType, "unknown message type %q", env.Type))
+			return
+		}
+		c.reply(wire.ErrorEnvelope(name, env.ID, wire.CodeBadMessage, "%q is not a request", env.Type))
+	}
+}

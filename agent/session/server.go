@@ -1,0 +1,201 @@
+package session
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/boxwire/boxwire/agent/loop"
+	"github.com/boxwire/boxwire/agent/tools"
+	"github.com/boxwire/boxwire/bridge/wire"
+	"github.com/gorilla/websocket"
+)
+
+// DefaultThread is the thread a hello with an empty thread binds to.
+const DefaultThread = "local"
+
+// HTTP server limits.
+const (
+	readHeaderTimeout = 10 * time.Second
+	shutdownGrace     = 5 * time.Second
+)
+
+// Config configures a Server. Zero values mean defaults; Model is required.
+type Config struct {
+	// Model answers the turns.
+	Model loop.Model
+	// Tools are the tools the model may call.
+	Tools []tools.Tool
+	// Workspace and SystemPrompt shape the system prompt (see loop.Config).
+	Workspace    string
+	SystemPrompt string
+	// MaxSteps caps the model calls per turn (loop.DefaultMaxSteps if zero).
+	MaxSteps int
+	// Token, when set, is required as "Authorization: Bearer <Token>" on
+	// the upgrade request; others are answered 401. The agent's main makes
+	// it mandatory on TCP.
+	Token string
+	// Software names this build in the hello answer, e.g. "boxwire-agent/0.1.0".
+	Software string
+	// Logger receives diagnostics; nil discards them.
+	Logger *slog.Logger
+}
+
+// LogValue logs the config without the token.
+func (c Config) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("workspace", c.Workspace),
+		slog.Int("tools", len(c.Tools)),
+		slog.Bool("token_set", c.Token != ""),
+		slog.String("software", c.Software),
+	)
+}
+
+// Server serves the protocol. It is an http.Handler for wire.Path and owns
+// every goroutine it starts (connection pumps and turns): Close stops them
+// all and waits for them. It is safe for concurrent use.
+type Server struct {
+	cfg      Config
+	log      *slog.Logger
+	loop     *loop.Loop
+	upgrader websocket.Upgrader
+
+	// hard ends when the server closes: live connections and turns stop.
+	hard     context.Context
+	stopHard context.CancelFunc
+
+	mu      sync.Mutex
+	closed  bool
+	wg      sync.WaitGroup // connection handlers and turns
+	threads map[string]*thread
+}
+
+// New returns a Server for cfg. It starts nothing; serve it with Run or
+// mount it as an http.Handler.
+func New(cfg Config) *Server {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	hard, stop := context.WithCancel(context.Background())
+	return &Server{
+		cfg: cfg,
+		log: log,
+		loop: loop.New(loop.Config{
+			Model: cfg.Model, Tools: cfg.Tools, Workspace: cfg.Workspace,
+			SystemPrompt: cfg.SystemPrompt, MaxSteps: cfg.MaxSteps, Logger: log,
+		}),
+		upgrader: websocket.Upgrader{
+			ReadBufferSize:  readBufferSize,
+			WriteBufferSize: writeBufferSize,
+		},
+		hard:     hard,
+		stopHard: stop,
+		threads:  make(map[string]*thread),
+	}
+}
+
+// Run serves HTTP on ln until ctx ends or Close is called, then closes the
+// server: it stops accepting, ends live connections and running turns, and
+// waits for all of them. Run closes ln. It returns nil after such a
+// shutdown, else the error that stopped serving.
+func (s *Server) Run(ctx context.Context, ln net.Listener) error {
+	hs := &http.Server{Handler: s, ReadHeaderTimeout: readHeaderTimeout, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case <-s.hard.Done():
+	case serveErr = <-errc:
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	_ = hs.Shutdown(sctx) // hijacked WebSocket connections are ours to end
+	if serveErr == nil {
+		if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+			serveErr = err
+		}
+	}
+	s.Close()
+	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+		return fmt.Errorf("serve %s: %w", ln.Addr(), serveErr)
+	}
+	return nil
+}
+
+// Close ends every connection and running turn and waits for their
+// goroutines. Requests that arrive afterwards are answered 503. Close is
+// idempotent and safe to call concurrently with anything.
+func (s *Server) Close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.stopHard()
+	s.wg.Wait()
+}
+
+// track registers one goroutine with the server, unless it is closed.
+func (s *Server) track() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.wg.Add(1)
+	return true
+}
+
+// ServeHTTP authenticates and upgrades a request to wire.Path and serves
+// the connection; it blocks until the connection ends.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != wire.Path {
+		http.NotFound(w, r)
+		return
+	}
+	if !s.authorized(r) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="boxwire"`)
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
+		return
+	}
+	if !s.track() {
+		http.Error(w, "server closing", http.StatusServiceUnavailable)
+		return
+	}
+	defer s.wg.Done()
+	ws, err := s.upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		s.log.Debug("upgrade failed", "remote", r.RemoteAddr, "err", err)
+		return // the upgrader has answered
+	}
+	c := newConn(s, ws, s.log.With("remote", r.RemoteAddr))
+	c.serve()
+}
+
+func (s *Server) authorized(r *http.Request) bool {
+	if s.cfg.Token == "" {
+		return true
+	}
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(s.cfg.Token)) == 1
+}
+
+// thread returns the named thread, creating it on first use.
+func (s *Server) thread(name string) *thread {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.threads[name]
+	if !ok {
+		t = newThread(s, name)
+		s.threads[name] = t
+	}
+	return t
+}

@@ -1,0 +1,229 @@
+package tools_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/boxwire/boxwire/agent/tools"
+)
+
+func exitCode(t *testing.T, res tools.Result) int {
+	t.Helper()
+	if res.ExitCode == nil {
+		t.Fatalf("no exit code in %+v", res)
+	}
+	return *res.ExitCode
+}
+
+func TestExecute(t *testing.T) {
+	set, ws := newSet(t, tools.Config{})
+	tests := []struct {
+		name, command string
+		code          int
+		output        string
+	}{
+		{"echo", "echo hello", 0, "hello\n"},
+		{"runs in the workspace", "pwd", 0, ws + "\n"},
+		{"exit code", "echo bye; exit 7", 7, "bye\n"},
+		{"stderr is combined", "echo out; echo err >&2", 0, "out\nerr\n"},
+		{"stdin is empty", "cat; read x || echo eof", 0, "eof\n"},
+		{"stdout is a terminal", "test -t 1 && echo tty", 0, "tty\n"},
+		{"non-interactive env", `echo "$PAGER $GIT_TERMINAL_PROMPT $DEBIAN_FRONTEND $TERM"`, 0,
+			"cat 0 noninteractive xterm-256color\n"},
+		{"escapes are stripped", `printf '\033[1;31mred\033[0m\n'`, 0, "red\n"},
+		{"carriage returns rewrite", `printf '10%%\r50%%\r100%%\n'`, 0, "100%\n"},
+		{"no output", "true", 0, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := call(t, set, "execute", map[string]any{"command": tt.command})
+			if res.Err != "" {
+				t.Fatalf("Err = %q", res.Err)
+			}
+			if code := exitCode(t, res); code != tt.code {
+				t.Errorf("exit code = %d, want %d", code, tt.code)
+			}
+			if res.Output != tt.output || res.Truncated {
+				t.Errorf("Output = %q (truncated %v), want %q", res.Output, res.Truncated, tt.output)
+			}
+		})
+	}
+}
+
+// stream records chunks and when each arrived.
+type stream struct {
+	mu     sync.Mutex
+	chunks []string
+	times  []time.Time
+}
+
+func (s *stream) write(p []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.chunks = append(s.chunks, string(p))
+	s.times = append(s.times, time.Now())
+}
+
+func TestExecuteStreams(t *testing.T) {
+	set, _ := newSet(t, tools.Config{})
+	var s stream
+	res := callWith(t, context.Background(), set, tools.Call{Output: s.write}, "execute",
+		map[string]any{"command": "echo a; sleep 0.5; echo b"})
+	done := time.Now()
+	if res.Output != "a\nb\n" {
+		t.Fatalf("Output = %q", res.Output)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if strings.Join(s.chunks, "") != "a\r\nb\r\n" {
+		t.Errorf("streamed %q, want the raw terminal output", s.chunks)
+	}
+	if len(s.chunks) < 2 || !strings.HasPrefix(s.chunks[0], "a") {
+		t.Fatalf("chunks = %q, want a first chunk with only a", s.chunks)
+	}
+	if lead := done.Sub(s.times[0]); lead < 300*time.Millisecond {
+		t.Errorf("first chunk arrived %v before the result, want it before the sleep ended", lead)
+	}
+}
+
+func TestExecuteTimeoutKillsGroup(t *testing.T) {
+	set, ws := newSet(t, tools.Config{ExecTimeout: 300 * time.Millisecond})
+	began := time.Now()
+	res := call(t, set, "execute", map[string]any{
+		"command": "sleep 1000 & echo $! > child.pid; wait",
+	})
+	if !strings.HasPrefix(res.Err, "command timed out after 300ms") {
+		t.Errorf("Err = %q", res.Err)
+	}
+	if d := time.Since(began); d > 5*time.Second {
+		t.Errorf("took %v", d)
+	}
+	waitDead(t, readPid(t, filepath.Join(ws, "child.pid")))
+
+	// The per-call timeout replaces the default.
+	res = call(t, set, "execute", map[string]any{"command": "sleep 0.5; echo done", "timeout": 5})
+	if res.Err != "" || res.Output != "done\n" {
+		t.Errorf("with timeout 5: %+v", res)
+	}
+}
+
+func TestExecuteInterrupted(t *testing.T) {
+	set, ws := newSet(t, tools.Config{})
+	ctx, cancel := context.WithCancel(context.Background())
+	var s stream
+	go func() {
+		deadline := time.Now().Add(callLimit)
+		for time.Now().Before(deadline) {
+			s.mu.Lock()
+			n := len(s.chunks)
+			s.mu.Unlock()
+			if n > 0 {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		cancel()
+	}()
+	res := callWith(t, ctx, set, tools.Call{Output: s.write}, "execute",
+		map[string]any{"command": "sleep 1000 & echo $! > child.pid; echo started; wait"})
+	if !strings.HasPrefix(res.Err, "interrupted") {
+		t.Errorf("Err = %q", res.Err)
+	}
+	if !strings.Contains(res.Output, "started") {
+		t.Errorf("Output = %q", res.Output)
+	}
+	waitDead(t, readPid(t, filepath.Join(ws, "child.pid")))
+}
+
+func TestExecuteBackgroundChildDoesNotHang(t *testing.T) {
+	set, ws := newSet(t, tools.Config{})
+	began := time.Now()
+	// The child ignores the SIGHUP that bash's exit sends; bash waits until
+	// it does so.
+	res := call(t, set, "execute", map[string]any{
+		"command": `(trap '' HUP; echo $BASHPID > child.pid; exec sleep 1000) & until [ -s child.pid ]; do sleep 0.01; done; echo parent done`,
+	})
+	if res.Err != "" || exitCode(t, res) != 0 || res.Output != "parent done\n" {
+		t.Errorf("result = %+v", res)
+	}
+	if d := time.Since(began); d > 5*time.Second {
+		t.Errorf("took %v", d)
+	}
+	waitDead(t, readPid(t, filepath.Join(ws, "child.pid")))
+}
+
+func TestExecuteTruncates(t *testing.T) {
+	set, _ := newSet(t, tools.Config{OutputLimit: 1000})
+	res := call(t, set, "execute", map[string]any{"command": "seq 1 2000"})
+	if exitCode(t, res) != 0 || !res.Truncated {
+		t.Fatalf("result = %+v", res)
+	}
+	var full strings.Builder
+	for i := 1; i <= 2000; i++ {
+		fmt.Fprintf(&full, "%d\r\n", i)
+	}
+	if res.TotalBytes != int64(full.Len()) {
+		t.Errorf("TotalBytes = %d, want %d", res.TotalBytes, full.Len())
+	}
+	head, tail, ok := strings.Cut(res.Output, "\n... [")
+	if !ok {
+		t.Fatalf("no marker in %q", res.Output)
+	}
+	if !strings.HasPrefix(head, "1\n2\n3\n") {
+		t.Errorf("head = %q", head[:20])
+	}
+	if !strings.HasSuffix(tail, "1999\n2000\n") {
+		t.Errorf("tail ends %q", tail[len(tail)-20:])
+	}
+	omitted, _, _ := strings.Cut(tail, " bytes omitted] ...\n")
+	n, err := strconv.Atoi(omitted)
+	if err != nil || n != full.Len()-1000 {
+		t.Errorf("marker says %q bytes omitted, want %d", omitted, full.Len()-1000)
+	}
+	if len(res.Output) > 1000+100 {
+		t.Errorf("output is %d bytes for a limit of 1000", len(res.Output))
+	}
+
+	// Output under the limit is not cut.
+	res = call(t, set, "execute", map[string]any{"command": "seq 1 10"})
+	if res.Truncated || res.TotalBytes != 0 || res.Output != "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n" {
+		t.Errorf("short output: %+v", res)
+	}
+}
+
+func readPid(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
+
+// waitDead fails the test unless pid is gone (or a zombie) within callLimit.
+func waitDead(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(callLimit)
+	for {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		s := string(stat)
+		if i := strings.LastIndexByte(s, ')'); err != nil || (i > 0 && i+2 < len(s) && (s[i+2] == 'Z' || s[i+2] == 'X')) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d still alive", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,195 @@
+package tools
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"strings"
+)
+
+const (
+	defaultReadLimit = 200
+	// maxLineBytes caps one line as shown; the rest is counted, not shown.
+	maxLineBytes = 2000
+	// binarySniff is how much of a file is checked for NUL bytes.
+	binarySniff = 8 << 10
+)
+
+type readFile struct {
+	ws    workspace
+	limit int // output bytes
+}
+
+func (*readFile) Name() string { return "read_file" }
+
+func (*readFile) Description() string {
+	return "Read a text file from the workspace. Lines come numbered as \"N<TAB>text\", " +
+		"a page at a time (200 lines unless limit says otherwise); the result says how many " +
+		"lines the file has and which offset continues it. Binary files are refused."
+}
+
+func (*readFile) Parameters() json.RawMessage {
+	return json.RawMessage(`{
+  "type": "object",
+  "properties": {
+    "path": {"type": "string", "description": "File path, relative to the workspace or absolute inside it."},
+    "offset": {"type": "integer", "minimum": 0, "description": "Number of lines to skip (0-based line to start at)."},
+    "limit": {"type": "integer", "minimum": 1, "description": "Maximum number of lines to return (default 200)."}
+  },
+  "required": ["path"]
+}`)
+}
+
+type readFileArgs struct {
+	Path   *string `json:"path"`
+	Offset *int    `json:"offset"`
+	Limit  *int    `json:"limit"`
+}
+
+// Run reads one page of the file. It does not block beyond the file reads.
+func (r *readFile) Run(_ context.Context, call Call) Result {
+	var args readFileArgs
+	if err := decodeArgs(call.Args, &args); err != nil {
+		return failed("%v", err)
+	}
+	if args.Path == nil {
+		return missing("path")
+	}
+	offset, limit := 0, defaultReadLimit
+	if args.Offset != nil {
+		if offset = *args.Offset; offset < 0 {
+			return failed("offset must be 0 or more, got %d", offset)
+		}
+	}
+	if args.Limit != nil {
+		if limit = *args.Limit; limit <= 0 {
+			return failed("limit must be 1 or more, got %d", limit)
+		}
+	}
+	real, err := r.ws.resolve(*args.Path)
+	if err != nil {
+		return failed("%v", err)
+	}
+	name := r.ws.display(real)
+	f, err := openRegular(real, name)
+	if err != nil {
+		return failed("%v", err)
+	}
+	defer f.Close()
+
+	br := bufio.NewReaderSize(f, 64<<10)
+	sniff, err := br.Peek(binarySniff)
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, bufio.ErrBufferFull) {
+		return failed("read %s: %v", name, err)
+	}
+	if len(sniff) == 0 {
+		return Result{Output: fmt.Sprintf("(%s is empty)", name)}
+	}
+	if bytes.IndexByte(sniff, 0) >= 0 {
+		return failed("refused: %s looks like a binary file (NUL bytes in its first 8 KiB); inspect it with execute (file, xxd, head -c)", name)
+	}
+	return r.page(br, name, offset, limit)
+}
+
+// openRegular opens path for reading and refuses what is not a file.
+func openRegular(path, name string) (*os.File, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%s does not exist", name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %v", name, err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("stat %s: %v", name, err)
+	}
+	if st.IsDir() {
+		f.Close()
+		return nil, fmt.Errorf("%s is a directory, not a file", name)
+	}
+	if !st.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%s is not a regular file", name)
+	}
+	return f, nil
+}
+
+// page formats lines offset+1 .. offset+limit, stopping early when the
+// output would pass the byte limit, and counts the file's lines.
+func (r *readFile) page(br *bufio.Reader, name string, offset, limit int) Result {
+	var b strings.Builder
+	total, last := 0, 0 // lines seen; last line shown
+	full := false       // the byte limit stopped the page
+	for {
+		line, more, err := readLine(br)
+		if err != nil {
+			return failed("read %s: %v", name, err)
+		}
+		if !more {
+			break
+		}
+		total++
+		if total <= offset || total > offset+limit || full {
+			continue
+		}
+		entry := fmt.Sprintf("%d\t%s\n", total, line)
+		if b.Len()+len(entry) > r.limit && last > offset {
+			full = true
+			continue
+		}
+		b.WriteString(entry)
+		last = total
+	}
+	if offset >= total {
+		return failed("offset %d is past the end of %s, which has %d lines", offset, name, total)
+	}
+	if last < total {
+		fmt.Fprintf(&b, "\n[%s: lines %d-%d of %d; to read on, call read_file with offset=%d]", name, offset+1, last, total, last)
+	} else {
+		fmt.Fprintf(&b, "\n[%s: lines %d-%d of %d, end of file]", name, offset+1, last, total)
+	}
+	return Result{Output: b.String()}
+}
+
+// readLine returns the next line without its line ending, cut to
+// maxLineBytes with a note of what was left out. more is false at the end
+// of the input.
+func readLine(br *bufio.Reader) (line string, more bool, err error) {
+	var buf []byte
+	dropped := 0
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if err == nil {
+			chunk = chunk[:len(chunk)-1] // the newline
+		}
+		keep := min(max(maxLineBytes-len(buf), 0), len(chunk))
+		buf = append(buf, chunk[:keep]...)
+		dropped += len(chunk) - keep
+		if err == nil {
+			break
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if !errors.Is(err, io.EOF) {
+			return "", false, err
+		}
+		if len(buf) == 0 && dropped == 0 {
+			return "", false, nil
+		}
+		break
+	}
+	s := strings.TrimSuffix(string(buf), "\r")
+	if dropped > 0 {
+		s = fmt.Sprintf("%s... [line cut: %d more bytes]", trimPartialRune([]byte(s)), dropped)
+	}
+	return s, true, nil
+}

@@ -1,0 +1,96 @@
+package tools_test
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/boxwire/boxwire/agent/tools"
+)
+
+func numbered(from, to int) string {
+	var b strings.Builder
+	for i := from; i <= to; i++ {
+		fmt.Fprintf(&b, "%d\tline %d\n", i, i)
+	}
+	return b.String()
+}
+
+func TestReadFilePaging(t *testing.T) {
+	set, ws := newSet(t, tools.Config{})
+	var content strings.Builder
+	for i := 1; i <= 450; i++ {
+		fmt.Fprintf(&content, "line %d\n", i)
+	}
+	writeFile(t, filepath.Join(ws, "long.txt"), content.String(), 0o644)
+	writeFile(t, filepath.Join(ws, "short.txt"), "a\r\nb\n\nlast without newline", 0o644)
+
+	tests := []struct {
+		name   string
+		args   map[string]any
+		output string
+		err    string
+	}{
+		{"first page", map[string]any{"path": "long.txt"},
+			numbered(1, 200) + "\n[long.txt: lines 1-200 of 450; to read on, call read_file with offset=200]", ""},
+		{"second page", map[string]any{"path": "long.txt", "offset": 200},
+			numbered(201, 400) + "\n[long.txt: lines 201-400 of 450; to read on, call read_file with offset=400]", ""},
+		{"last page", map[string]any{"path": "long.txt", "offset": 400},
+			numbered(401, 450) + "\n[long.txt: lines 401-450 of 450, end of file]", ""},
+		{"limit", map[string]any{"path": "long.txt", "offset": 9, "limit": 3},
+			numbered(10, 12) + "\n[long.txt: lines 10-12 of 450; to read on, call read_file with offset=12]", ""},
+		{"whole short file", map[string]any{"path": "short.txt"},
+			"1\ta\n2\tb\n3\t\n4\tlast without newline\n\n[short.txt: lines 1-4 of 4, end of file]", ""},
+		{"past the end", map[string]any{"path": "long.txt", "offset": 450}, "",
+			"offset 450 is past the end of long.txt, which has 450 lines"},
+		{"missing", map[string]any{"path": "nope.txt"}, "", "nope.txt does not exist"},
+		{"directory", map[string]any{"path": "."}, "", ". is a directory, not a file"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := call(t, set, "read_file", tt.args)
+			if res.Err != tt.err {
+				t.Errorf("Err = %q, want %q", res.Err, tt.err)
+			}
+			if res.Output != tt.output {
+				t.Errorf("Output = %q, want %q", res.Output, tt.output)
+			}
+		})
+	}
+}
+
+func TestReadFileSpecialContent(t *testing.T) {
+	set, ws := newSet(t, tools.Config{OutputLimit: 1000})
+	writeFile(t, filepath.Join(ws, "empty"), "", 0o644)
+	writeFile(t, filepath.Join(ws, "bin"), "ELF\x00\x01\x02text", 0o644)
+	writeFile(t, filepath.Join(ws, "late-nul"), strings.Repeat("x", 9000)+"\x00", 0o644)
+	writeFile(t, filepath.Join(ws, "wide"), strings.Repeat("é", 3000)+"\nnext\n", 0o644)
+	writeFile(t, filepath.Join(ws, "many"), strings.Repeat("0123456789\n", 500), 0o644)
+
+	if res := call(t, set, "read_file", map[string]any{"path": "empty"}); res.Err != "" || res.Output != "(empty is empty)" {
+		t.Errorf("empty: %+v", res)
+	}
+	if res := call(t, set, "read_file", map[string]any{"path": "bin"}); !strings.Contains(res.Err, "binary") {
+		t.Errorf("binary: Err = %q", res.Err)
+	}
+	if res := call(t, set, "read_file", map[string]any{"path": "late-nul"}); res.Err != "" {
+		t.Errorf("NUL after 8 KiB: Err = %q", res.Err)
+	}
+
+	// A long line is cut on a character boundary, with a note.
+	res := call(t, set, "read_file", map[string]any{"path": "wide"})
+	first, _, _ := strings.Cut(res.Output, "\n")
+	if !strings.HasPrefix(first, "1\té") || !strings.Contains(first, "... [line cut: 4000 more bytes]") {
+		t.Errorf("long line: %q", first)
+	}
+
+	// The page stops at the output limit and says where to go on.
+	res = call(t, set, "read_file", map[string]any{"path": "many"})
+	if len(res.Output) > 1000+200 {
+		t.Errorf("output is %d bytes, limit 1000", len(res.Output))
+	}
+	if !strings.Contains(res.Output, "of 500; to read on, call read_file with offset=") {
+		t.Errorf("no continuation note in %q", res.Output[len(res.Output)-100:])
+	}
+}

@@ -1,0 +1,183 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strconv"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/client"
+)
+
+// cleanupTimeout bounds the removal of a half-created sandbox; it runs on a
+// context detached from the caller's, which may already have ended.
+const cleanupTimeout = 30 * time.Second
+
+// Create creates and starts a hardened sandbox for spec and returns its
+// state once the engine reports it started (not when its agent is ready).
+// When spec.WorkspaceVolume names a volume that does not exist, it is created
+// with spec.Labels. On any failure the container, and a volume this call
+// created, are removed before Create returns. Errors wrap
+// ErrEngineUnavailable or ErrImageNotFound where those apply.
+func (d *Docker) Create(ctx context.Context, spec Spec) (Sandbox, error) {
+	sb, err := d.create(ctx, spec)
+	if err != nil {
+		return Sandbox{}, fmt.Errorf("create sandbox %s: %w", specName(spec), err)
+	}
+	return sb, nil
+}
+
+func (d *Docker) create(ctx context.Context, spec Spec) (sb Sandbox, err error) {
+	if spec.Image == "" {
+		return Sandbox{}, errors.New("spec has no image")
+	}
+	if spec.WorkspaceVolume != "" {
+		created, verr := d.ensureVolume(ctx, spec.WorkspaceVolume, spec.Labels)
+		if verr != nil {
+			return Sandbox{}, verr
+		}
+		if created {
+			defer func() {
+				if err != nil {
+					d.cleanupVolume(ctx, spec.WorkspaceVolume)
+				}
+			}()
+		}
+	}
+	res, err := d.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Name:       spec.Name,
+		Config:     d.containerConfig(spec),
+		HostConfig: d.hostConfig(spec),
+	})
+	if err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return Sandbox{}, fmt.Errorf("%w: %s: %w", ErrImageNotFound, spec.Image, err)
+		}
+		return Sandbox{}, d.mapErr(err, nil)
+	}
+	log := d.log.With("sandbox", res.ID, "name", spec.Name)
+	for _, w := range res.Warnings {
+		log.Warn("engine warning on create", "warning", w)
+	}
+	defer func() {
+		if err != nil {
+			d.cleanupContainer(ctx, res.ID)
+		}
+	}()
+	if _, err := d.cli.ContainerStart(ctx, res.ID, client.ContainerStartOptions{}); err != nil {
+		return Sandbox{}, fmt.Errorf("start container %s: %w", res.ID, d.mapErr(err, nil))
+	}
+	sb, err = d.Inspect(ctx, res.ID)
+	if err != nil {
+		return Sandbox{}, err
+	}
+	log.Debug("sandbox started", "image", spec.Image)
+	return sb, nil
+}
+
+// containerConfig is the container's own configuration for spec.
+func (d *Docker) containerConfig(spec Spec) *container.Config {
+	return &container.Config{
+		Image:  spec.Image,
+		Env:    spec.Env,
+		Cmd:    spec.Cmd,
+		User:   spec.User,
+		Labels: maps.Clone(spec.Labels),
+	}
+}
+
+// hostConfig is the hardened host configuration for spec.
+func (d *Docker) hostConfig(spec Spec) *container.HostConfig {
+	lim := Limits{
+		PidsLimit:   spec.PidsLimit,
+		MemoryBytes: spec.MemoryBytes,
+		NanoCPUs:    spec.NanoCPUs,
+	}.withDefaults(d.defaults)
+	noInit := false
+	secOpts := []string{"no-new-privileges"}
+	if d.seccomp != "" {
+		secOpts = append(secOpts, "seccomp="+d.seccomp)
+	}
+	hc := &container.HostConfig{
+		NetworkMode:    "none",
+		CapDrop:        []string{"ALL"},
+		SecurityOpt:    secOpts,
+		ReadonlyRootfs: true,
+		Init:           &noInit,
+		Runtime:        d.runtime,
+		Tmpfs: map[string]string{
+			"/tmp": "rw,nosuid,nodev,mode=1777,size=" + strconv.FormatInt(lim.TmpfsBytes, 10),
+		},
+		Resources: container.Resources{
+			PidsLimit:  &lim.PidsLimit,
+			Memory:     lim.MemoryBytes,
+			MemorySwap: lim.MemoryBytes, // equal to Memory: no swap on top
+			NanoCPUs:   lim.NanoCPUs,
+		},
+	}
+	if spec.SocketDir != "" {
+		hc.Mounts = append(hc.Mounts, mount.Mount{
+			Type:   mount.TypeBind,
+			Source: spec.SocketDir,
+			Target: SocketMount,
+		})
+	}
+	if spec.WorkspaceVolume != "" {
+		hc.Mounts = append(hc.Mounts, mount.Mount{
+			Type:   mount.TypeVolume,
+			Source: spec.WorkspaceVolume,
+			Target: WorkspaceMount,
+		})
+	}
+	return hc
+}
+
+// ensureVolume creates the named volume with labels unless it exists, and
+// reports whether it created it.
+func (d *Docker) ensureVolume(ctx context.Context, name string, labels map[string]string) (bool, error) {
+	_, err := d.cli.VolumeInspect(ctx, name, client.VolumeInspectOptions{})
+	if err == nil {
+		return false, nil
+	}
+	if !cerrdefs.IsNotFound(err) {
+		return false, fmt.Errorf("inspect volume %s: %w", name, d.mapErr(err, nil))
+	}
+	_, err = d.cli.VolumeCreate(ctx, client.VolumeCreateOptions{Name: name, Labels: labels})
+	if err != nil {
+		return false, fmt.Errorf("create volume %s: %w", name, d.mapErr(err, nil))
+	}
+	d.log.Debug("volume created", "volume", name)
+	return true, nil
+}
+
+// cleanupContainer force-removes a half-created container. Failures are
+// logged here, where they are handled: the caller already has an error.
+func (d *Docker) cleanupContainer(ctx context.Context, id string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	if err := d.Remove(ctx, id); err != nil {
+		d.log.Warn("remove half-created sandbox", "sandbox", id, "err", err)
+	}
+}
+
+// cleanupVolume removes a volume created by a failed Create.
+func (d *Docker) cleanupVolume(ctx context.Context, name string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	if err := d.RemoveVolume(ctx, name); err != nil {
+		d.log.Warn("remove volume of failed sandbox", "volume", name, "err", err)
+	}
+}
+
+// specName names spec in errors: its name, else its image.
+func specName(spec Spec) string {
+	if spec.Name != "" {
+		return spec.Name
+	}
+	return spec.Image
+}

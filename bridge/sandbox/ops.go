@@ -1,0 +1,113 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+)
+
+// Inspect returns the sandbox's current state: Running, and ExitCode and
+// OOMKilled once it has stopped. A missing sandbox is an error wrapping
+// ErrNotFound.
+func (d *Docker) Inspect(ctx context.Context, id string) (Sandbox, error) {
+	res, err := d.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+	if err != nil {
+		return Sandbox{}, fmt.Errorf("inspect sandbox %s: %w", id, d.mapErr(err, ErrNotFound))
+	}
+	c := res.Container
+	sb := Sandbox{
+		ID:   c.ID,
+		Name: strings.TrimPrefix(c.Name, "/"),
+	}
+	if c.Config != nil {
+		sb.Image = c.Config.Image
+		sb.Labels = maps.Clone(c.Config.Labels)
+	}
+	if c.State != nil {
+		sb.Running = c.State.Running
+		sb.ExitCode = c.State.ExitCode
+		sb.OOMKilled = c.State.OOMKilled
+	}
+	if t, err := time.Parse(time.RFC3339Nano, c.Created); err == nil {
+		sb.Created = t
+	}
+	return sb, nil
+}
+
+// Stop sends the sandbox's stop signal and kills it when it has not exited
+// after grace (rounded up to whole seconds; zero or less kills at once). It
+// blocks until the sandbox has stopped or ctx ends, so ctx should outlive
+// grace. Stopping a stopped sandbox is not an error; a missing one is an
+// error wrapping ErrNotFound.
+func (d *Docker) Stop(ctx context.Context, id string, grace time.Duration) error {
+	secs := 0
+	if grace > 0 {
+		secs = int((grace + time.Second - 1) / time.Second)
+	}
+	_, err := d.cli.ContainerStop(ctx, id, client.ContainerStopOptions{Timeout: &secs})
+	if err != nil {
+		return fmt.Errorf("stop sandbox %s: %w", id, d.mapErr(err, ErrNotFound))
+	}
+	return nil
+}
+
+// Remove kills and deletes the sandbox's container, but not its workspace
+// volume. A sandbox that does not exist is not an error. It blocks until the
+// engine has removed the container.
+func (d *Docker) Remove(ctx context.Context, id string) error {
+	_, err := d.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true})
+	if err != nil && !cerrdefs.IsNotFound(err) {
+		return fmt.Errorf("remove sandbox %s: %w", id, d.mapErr(err, nil))
+	}
+	return nil
+}
+
+// RemoveVolume deletes a workspace volume. A missing volume is not an
+// error; one still used by a container is.
+func (d *Docker) RemoveVolume(ctx context.Context, name string) error {
+	_, err := d.cli.VolumeRemove(ctx, name, client.VolumeRemoveOptions{})
+	if err != nil && !cerrdefs.IsNotFound(err) {
+		return fmt.Errorf("remove volume %s: %w", name, d.mapErr(err, nil))
+	}
+	return nil
+}
+
+// List returns the sandboxes, in any state, whose labels include all of
+// labels (every sandbox when labels is empty). The engine's list carries no
+// exit status: ExitCode and OOMKilled are zero here; Inspect one for them.
+func (d *Docker) List(ctx context.Context, labels map[string]string) ([]Sandbox, error) {
+	f := client.Filters{}
+	for k, v := range labels {
+		f.Add("label", k+"="+v)
+	}
+	res, err := d.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+	if err != nil {
+		return nil, fmt.Errorf("list sandboxes: %w", d.mapErr(err, nil))
+	}
+	out := make([]Sandbox, 0, len(res.Items))
+	for _, c := range res.Items {
+		out = append(out, fromSummary(c))
+	}
+	return out, nil
+}
+
+// fromSummary converts a list entry.
+func fromSummary(c container.Summary) Sandbox {
+	sb := Sandbox{
+		ID:      c.ID,
+		Image:   c.Image,
+		Labels:  maps.Clone(c.Labels),
+		Running: c.State == container.StateRunning,
+		Created: time.Unix(c.Created, 0),
+	}
+	if len(c.Names) > 0 {
+		sb.Name = strings.TrimPrefix(c.Names[0], "/")
+	}
+	return sb
+}

@@ -1,0 +1,93 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Manager creates and removes sandboxes. Implementations are safe for
+// concurrent use. Nothing above this interface knows which engine runs the
+// sandbox.
+type Manager interface {
+	// Ping checks that the engine answers; it returns an error wrapping
+	// ErrEngineUnavailable when it does not.
+	Ping(ctx context.Context) error
+	// Create creates and starts a sandbox and returns once the engine reports
+	// it running (not when its agent is ready). On failure nothing is left
+	// behind.
+	Create(ctx context.Context, spec Spec) (Sandbox, error)
+	// Inspect returns the sandbox's current state, or an error wrapping
+	// ErrNotFound.
+	Inspect(ctx context.Context, id string) (Sandbox, error)
+	// Stop asks the sandbox to stop, killing it after grace.
+	Stop(ctx context.Context, id string, grace time.Duration) error
+	// Remove stops (if needed) and deletes the sandbox, but not its
+	// workspace volume. Removing a sandbox that does not exist is not an
+	// error.
+	Remove(ctx context.Context, id string) error
+	// RemoveVolume deletes a workspace volume; a missing one is not an error.
+	RemoveVolume(ctx context.Context, name string) error
+	// List returns the sandboxes whose labels include all of labels.
+	List(ctx context.Context, labels map[string]string) ([]Sandbox, error)
+	// Close releases the engine connection.
+	Close() error
+}
+
+// Spec says what to run.
+type Spec struct {
+	// Name is the container name (optional).
+	Name string
+	// Image is the image reference to run.
+	Image string
+	// Env is KEY=VALUE pairs for the agent.
+	Env []string
+	// Labels are attached to the sandbox (and its volume).
+	Labels map[string]string
+	// SocketDir is a host folder bind-mounted read-write at SocketMount,
+	// holding the agent's and the bridge's unix sockets; empty means no
+	// socket folder. Mount the folder, not a socket file: a file bind goes
+	// stale when the bridge restarts.
+	SocketDir string
+	// WorkspaceVolume, when set, is a named volume mounted at WorkspaceMount,
+	// created if missing (with Labels).
+	WorkspaceVolume string
+	// User is the user to run as ("1000:1000"); empty means the image's.
+	User string
+	// Cmd, when set, overrides the image's command (not its entrypoint).
+	// Empty means the image's command.
+	Cmd []string
+	// Limits: zero means the manager's default.
+	PidsLimit   int64
+	MemoryBytes int64
+	NanoCPUs    int64
+}
+
+// SocketMount is where SocketDir appears inside the sandbox.
+const SocketMount = "/run/boxwire"
+
+// WorkspaceMount is where WorkspaceVolume appears inside the sandbox.
+const WorkspaceMount = "/workspace"
+
+// Sandbox describes a created sandbox.
+type Sandbox struct {
+	ID      string
+	Name    string
+	Image   string
+	Labels  map[string]string
+	Running bool
+	// ExitCode and OOMKilled are set once the sandbox has stopped.
+	ExitCode  int
+	OOMKilled bool
+	Created   time.Time
+}
+
+// Errors that callers test for with errors.Is.
+var (
+	// ErrEngineUnavailable means the container engine did not answer.
+	ErrEngineUnavailable = errors.New("container engine unavailable")
+	// ErrNotFound means no such sandbox.
+	ErrNotFound = errors.New("sandbox not found")
+	// ErrImageNotFound means the image is not present in the engine.
+	ErrImageNotFound = errors.New("image not found")
+)

@@ -1,0 +1,163 @@
+package server
+
+import (
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/boxwire/boxwire/bridge/wire"
+)
+
+// Deadlines and sizes of WebSocket connections (clients and agents).
+const (
+	// writeWait bounds writing one frame.
+	writeWait = 10 * time.Second
+	// pongWait is how long a peer may stay silent; pings keep it talking.
+	pongWait = 60 * time.Second
+	// pingPeriod is how often the writer pings; shorter than pongWait.
+	pingPeriod = pongWait * 9 / 10
+	// helloTimeout bounds waiting for a peer's hello.
+	helloTimeout = 10 * time.Second
+	// clientSendBuffer is how many messages may wait for a slow client
+	// before it is dropped.
+	clientSendBuffer = 256
+)
+
+// Close codes sent to clients.
+const (
+	closeNormal    = websocket.CloseNormalClosure
+	closeGoingAway = websocket.CloseGoingAway
+	// closeTooSlow drops a client that does not keep up: it may reconnect
+	// with after_seq and catch up from the log.
+	closeTooSlow = websocket.CloseTryAgainLater
+)
+
+// client is one attached client connection. Its handler goroutine reads; its
+// writer goroutine (writePump) is the only one that writes to conn, and it
+// closes conn when it returns.
+type client struct {
+	id   string
+	conn *websocket.Conn
+	log  *slog.Logger
+	send chan wire.Envelope
+
+	stop      chan struct{} // closed once by kick
+	once      sync.Once
+	closeCode int
+	closeText string
+	final     *wire.Envelope // written just before the close frame, if set
+}
+
+func newClient(id string, conn *websocket.Conn, log *slog.Logger) *client {
+	return &client{
+		id: id, conn: conn, log: log,
+		send: make(chan wire.Envelope, clientSendBuffer),
+		stop: make(chan struct{}),
+	}
+}
+
+// enqueue queues env for the writer without blocking; a client whose queue
+// is full is dropped. It is safe for concurrent use.
+func (c *client) enqueue(env wire.Envelope) {
+	select {
+	case c.send <- env:
+	default:
+		c.log.Warn("dropping slow client", "queued", len(c.send))
+		c.kick(closeTooSlow, "client too slow: reconnect with after_seq", nil)
+	}
+}
+
+// kick asks the writer to send final (if any) and a close frame, then close
+// the connection. Only the first call counts; it does not block.
+func (c *client) kick(code int, text string, final *wire.Envelope) {
+	c.once.Do(func() {
+		c.closeCode, c.closeText, c.final = code, text, final
+		close(c.stop)
+	})
+}
+
+// writePump writes initial, then queued messages and pings, until kicked or
+// a write fails. It closes the connection when it returns.
+func (c *client) writePump(initial []wire.Envelope) {
+	defer c.conn.Close()
+	ticker := time.NewTicker(pingPeriod)
+	defer ticker.Stop()
+	for _, env := range initial {
+		if err := writeEnvelope(c.conn, env); err != nil {
+			c.log.Debug("write to client", "err", err)
+			return
+		}
+	}
+	for {
+		select {
+		case env := <-c.send:
+			if err := writeEnvelope(c.conn, env); err != nil {
+				c.log.Debug("write to client", "err", err)
+				return
+			}
+		case <-ticker.C:
+			if err := c.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeWait)); err != nil {
+				c.log.Debug("ping client", "err", err)
+				return
+			}
+		case <-c.stop:
+			if c.final != nil {
+				_ = writeEnvelope(c.conn, *c.final)
+			}
+			msg := websocket.FormatCloseMessage(c.closeCode, c.closeText)
+			_ = c.conn.WriteControl(websocket.CloseMessage, msg, time.Now().Add(writeWait))
+			return
+		}
+	}
+}
+
+// readPump reads the client's frames and hands requests to t until the
+// connection fails or is closed. Malformed frames are answered to the client
+// and the connection stays.
+func (c *client) readPump(t *thread) {
+	_ = c.conn.SetReadDeadline(time.Now().Add(pongWait))
+	c.conn.SetPongHandler(func(string) error {
+		return c.conn.SetReadDeadline(time.Now().Add(pongWait))
+	})
+	for {
+		_, r, err := c.conn.NextReader()
+		if err != nil {
+			c.log.Debug("client connection ended", "err", err)
+			return
+		}
+		env, err := wire.ReadMessage(r, wire.MaxMessageBytes)
+		var werr wire.Error
+		switch {
+		case errors.Is(err, wire.ErrTooLarge):
+			c.enqueue(wire.ErrorEnvelope(t.id, "", wire.CodeTooLarge,
+				"message over %d bytes discarded", wire.MaxMessageBytes))
+		case errors.As(err, &werr):
+			c.enqueue(wire.ErrorEnvelope(t.id, "", werr.Code, "%s", werr.Message))
+		case err != nil:
+			c.log.Debug("read from client", "err", err)
+			return
+		default:
+			t.request(c, env)
+		}
+	}
+}
+
+// writeEnvelope writes one frame with the write deadline.
+func writeEnvelope(conn *websocket.Conn, env wire.Envelope) error {
+	if err := conn.SetWriteDeadline(time.Now().Add(writeWait)); err != nil {
+		return err
+	}
+	return conn.WriteJSON(env)
+}
+
+// reject answers a connection that will not be attached with env and a
+// close frame, then closes it. Only for connections without a writer.
+func reject(conn *websocket.Conn, env wire.Envelope, code int) {
+	_ = writeEnvelope(conn, env)
+	msg := websocket.FormatCloseMessage(code, "")
+	_ = conn.WriteControl(websocket.CloseMessage, msg, time.Now().Add(writeWait))
+	conn.Close()
+}

@@ -1,0 +1,233 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/boxwire/boxwire/bridge/llmproxy"
+	"github.com/boxwire/boxwire/bridge/sandbox"
+	"github.com/boxwire/boxwire/bridge/wire"
+)
+
+const (
+	// agentReadyTimeout bounds waiting for a new sandbox's agent to answer.
+	agentReadyTimeout = 30 * time.Second
+	// agentPollInterval is the pause between attempts to reach the agent.
+	agentPollInterval = 20 * time.Millisecond
+	// inspectEvery is how many failed attempts pass between asking the
+	// engine whether the sandbox already exited.
+	inspectEvery = 25
+	// cleanupTimeout bounds removing what a failed creation left.
+	cleanupTimeout = 30 * time.Second
+	// agentSocket and llmSocket are the socket names in a thread's folder.
+	agentSocket = "agent.sock"
+	llmSocket   = "llm.sock"
+)
+
+// resources are what a thread owns outside the process. remove deletes
+// them; fields left empty were never created.
+type resources struct {
+	dir       string
+	proxy     *llmproxy.Listener
+	sandboxID string
+	volume    string
+}
+
+// remove deletes the sandbox, its workspace volume, the proxy and the
+// socket folder, in that order, and reports every failure.
+func (r *resources) remove(ctx context.Context, mgr sandbox.Manager) error {
+	var errs []error
+	if r.sandboxID != "" {
+		if err := mgr.Remove(ctx, r.sandboxID); err != nil {
+			errs = append(errs, fmt.Errorf("remove sandbox %s: %w", r.sandboxID, err))
+		}
+	}
+	if r.volume != "" {
+		if err := mgr.RemoveVolume(ctx, r.volume); err != nil {
+			errs = append(errs, fmt.Errorf("remove volume %s: %w", r.volume, err))
+		}
+	}
+	if r.proxy != nil {
+		if err := r.proxy.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close llm proxy: %w", err))
+		}
+	}
+	if r.dir != "" {
+		if err := os.RemoveAll(r.dir); err != nil {
+			errs = append(errs, fmt.Errorf("remove socket folder: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// createThread makes a new thread: socket folder, LLM proxy, sandbox, and a
+// greeted agent connection. It blocks until the agent answers (at most
+// agentReadyTimeout) or ctx ends. On failure everything it made is removed.
+func (s *Server) createThread(ctx context.Context) (_ *thread, err error) {
+	id, err := newThreadID()
+	if err != nil {
+		return nil, err
+	}
+	log := s.log.With("thread", id)
+	res := &resources{}
+	defer func() {
+		if err == nil {
+			return
+		}
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		if rerr := res.remove(cctx, s.cfg.Manager); rerr != nil {
+			log.Error("clean up failed thread", "err", rerr)
+		}
+	}()
+	if res.dir, err = s.makeSocketDir(id); err != nil {
+		return nil, err
+	}
+	llmCfg := s.cfg.LLM
+	llmCfg.Logger = log.With("component", "llmproxy")
+	proxy, err := llmproxy.New(llmCfg)
+	if err != nil {
+		return nil, err
+	}
+	if res.proxy, err = proxy.ServeUnix(filepath.Join(res.dir, llmSocket)); err != nil {
+		return nil, err
+	}
+	spec := s.spec(id, res.dir)
+	res.volume = spec.WorkspaceVolume
+	sb, err := s.cfg.Manager.Create(ctx, spec)
+	if err != nil {
+		return nil, fmt.Errorf("create sandbox: %w", err)
+	}
+	res.sandboxID = sb.ID
+	log.Info("sandbox created", "sandbox", sb.ID, "image", s.cfg.Image)
+	conn, err := s.waitAgent(ctx, id, res)
+	if err != nil {
+		return nil, err
+	}
+	return newThread(id, conn, res, s.cfg.Manager, log), nil
+}
+
+func newThreadID() (string, error) {
+	b := make([]byte, 6)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("thread id: %w", err)
+	}
+	return "t_" + hex.EncodeToString(b), nil
+}
+
+// makeSocketDir creates <DataDir>/run/<id>, private to the sandbox's user.
+func (s *Server) makeSocketDir(id string) (string, error) {
+	run := filepath.Join(s.cfg.DataDir, "run")
+	if err := os.MkdirAll(run, 0o755); err != nil {
+		return "", fmt.Errorf("create %s: %w", run, err)
+	}
+	dir := filepath.Join(run, id)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return "", fmt.Errorf("create socket folder: %w", err)
+	}
+	if err := os.Chown(dir, s.cfg.SandboxUID, s.cfg.SandboxGID); err != nil {
+		os.Remove(dir)
+		return "", fmt.Errorf("chown socket folder to %d:%d: %w", s.cfg.SandboxUID, s.cfg.SandboxGID, err)
+	}
+	return dir, nil
+}
+
+// spec says how to run a thread's sandbox. It carries no key: the agent
+// reaches the model through the proxy socket.
+func (s *Server) spec(id, dir string) sandbox.Spec {
+	mount := sandbox.SocketMount
+	env := []string{
+		"BOXWIRE_LISTEN=unix:" + mount + "/" + agentSocket,
+		"BOXWIRE_LLM_SOCKET=" + mount + "/" + llmSocket,
+		"OPENAI_BASE_URL=http://boxwire-llm/v1",
+	}
+	if s.cfg.Model != "" {
+		env = append(env, "BOXWIRE_MODEL="+s.cfg.Model)
+	}
+	return sandbox.Spec{
+		Name:  "boxwire-" + id,
+		Image: s.cfg.Image,
+		Env:   env,
+		Labels: map[string]string{
+			"boxwire.owner":   s.cfg.BridgeID,
+			"boxwire.thread":  id,
+			"boxwire.scope":   "thread",
+			"boxwire.created": time.Now().UTC().Format(time.RFC3339),
+		},
+		SocketDir:       dir,
+		WorkspaceVolume: "boxwire-ws-" + id,
+		User:            fmt.Sprintf("%d:%d", s.cfg.SandboxUID, s.cfg.SandboxGID),
+	}
+}
+
+// errAgentAnswer marks an agent that answered, but not with hello: trying
+// again will not help.
+var errAgentAnswer = errors.New("agent refused hello")
+
+// waitAgent polls the agent socket until the agent answers hello, the
+// sandbox exits, agentReadyTimeout passes or ctx ends.
+func (s *Server) waitAgent(ctx context.Context, id string, res *resources) (*websocket.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, agentReadyTimeout)
+	defer cancel()
+	sock := filepath.Join(res.dir, agentSocket)
+	for attempt := 1; ; attempt++ {
+		conn, err := s.greetAgent(ctx, sock, id)
+		if err == nil {
+			return conn, nil
+		}
+		if errors.Is(err, errAgentAnswer) {
+			return nil, err
+		}
+		if attempt%inspectEvery == 0 {
+			sb, ierr := s.cfg.Manager.Inspect(ctx, res.sandboxID)
+			if ierr == nil && !sb.Running {
+				return nil, fmt.Errorf("sandbox exited with code %d before its agent was ready", sb.ExitCode)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("agent not ready: %w (last attempt: %v)", ctx.Err(), err)
+		case <-time.After(agentPollInterval):
+		}
+	}
+}
+
+// greetAgent dials the agent's unix socket and exchanges hello.
+func (s *Server) greetAgent(ctx context.Context, sock, id string) (*websocket.Conn, error) {
+	d := websocket.Dialer{
+		NetDialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var nd net.Dialer
+			return nd.DialContext(ctx, "unix", sock)
+		},
+		HandshakeTimeout: helloTimeout,
+	}
+	conn, _, err := d.DialContext(ctx, "ws://agent"+wire.Path, nil)
+	if err != nil {
+		return nil, fmt.Errorf("dial agent: %w", err)
+	}
+	hello := wire.MustNew(wire.TypeHello, id, "", wire.Hello{
+		Version: wire.Version, Role: wire.RoleBridge, Software: s.cfg.Software, Thread: id,
+	})
+	if err := writeEnvelope(conn, hello); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("send hello to agent: %w", err)
+	}
+	if _, _, err := readHello(conn); err != nil {
+		conn.Close()
+		var werr wire.Error
+		if errors.As(err, &werr) {
+			return nil, fmt.Errorf("%w: %w", errAgentAnswer, err)
+		}
+		return nil, fmt.Errorf("agent hello: %w", err)
+	}
+	return conn, nil
+}

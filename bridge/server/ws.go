@@ -1,0 +1,181 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/boxwire/boxwire/bridge/sandbox"
+	"github.com/boxwire/boxwire/bridge/wire"
+)
+
+var upgrader = websocket.Upgrader{ReadBufferSize: 4096, WriteBufferSize: 4096}
+
+// serveWS runs one client connection: hello, thread creation or lookup,
+// then the relay until either side ends it. It blocks for the life of the
+// connection; its writer goroutine is waited for before it returns.
+func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
+	if !s.enter() {
+		writeJSONError(w, http.StatusServiceUnavailable, wire.CodeInternal, "bridge shutting down")
+		return
+	}
+	defer s.conns.Done()
+	conn, err := upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		return // the upgrader has answered
+	}
+	c := newClient("c"+strconv.FormatUint(s.connID.Add(1), 10), conn, s.log)
+	c.log = s.log.With("conn", c.id, "remote", r.RemoteAddr)
+
+	stopWatch := context.AfterFunc(s.ctx, func() { _ = conn.NetConn().SetReadDeadline(time.Now()) })
+	hello, helloEnv, err := readHello(conn)
+	stopWatch()
+	if err != nil {
+		c.log.Debug("client hello", "err", err)
+		reject(conn, errorFor("", helloEnv.ID, err), websocket.ClosePolicyViolation)
+		return
+	}
+	t, err := s.threadFor(r.Context(), hello)
+	if err != nil {
+		c.log.Warn("attach client", "thread", hello.Thread, "err", err)
+		reject(conn, errorFor(hello.Thread, helloEnv.ID, err), closeNormal)
+		return
+	}
+	c.log = c.log.With("thread", t.id)
+	answer := wire.MustNew(wire.TypeHello, t.id, helloEnv.ID, wire.Hello{
+		Version: wire.Version, Role: wire.RoleBridge, Software: s.cfg.Software, Thread: t.id,
+	})
+	initial, ok := t.attach(c, answer, hello.AfterSeq)
+	if !ok {
+		reject(conn, wire.ErrorEnvelope(t.id, helloEnv.ID, wire.CodeNotFound, "thread deleted"), closeNormal)
+		return
+	}
+	s.addClient(c)
+	c.log.Info("client attached", "after_seq", hello.AfterSeq)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.writePump(initial)
+	}()
+	c.readPump(t)
+	c.kick(closeNormal, "", nil)
+	<-done
+	t.detach(c)
+	s.removeClient(c)
+	c.log.Info("client detached")
+}
+
+// threadFor finds the thread a client's hello names, or creates one when it
+// names none. Creation stops when ctx or the server ends.
+func (s *Server) threadFor(ctx context.Context, hello wire.Hello) (*thread, error) {
+	if hello.Thread != "" {
+		if t := s.lookup(hello.Thread); t != nil {
+			return t, nil
+		}
+		return nil, wire.Error{Code: wire.CodeNotFound, Message: fmt.Sprintf("thread %q not found", hello.Thread)}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(s.ctx, cancel)
+	defer stop()
+	t, err := s.createThread(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !s.register(t) {
+		t.shutdown(wire.Envelope{})
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		if err := t.res.remove(cctx, s.cfg.Manager); err != nil {
+			t.log.Error("remove thread", "err", err)
+		}
+		return nil, errors.New("bridge shutting down")
+	}
+	return t, nil
+}
+
+// errorFor turns a handshake failure into the error a client is sent.
+func errorFor(thread, id string, err error) wire.Envelope {
+	var werr wire.Error
+	switch {
+	case errors.As(err, &werr):
+		return wire.ErrorEnvelope(thread, id, werr.Code, "%s", werr.Message)
+	case errors.Is(err, sandbox.ErrEngineUnavailable):
+		return wire.ErrorEnvelope(thread, id, wire.CodeEngineUnavailable,
+			"the bridge cannot reach the container engine: %v", err)
+	default:
+		return wire.ErrorEnvelope(thread, id, wire.CodeSandboxUnavailable, "could not start a sandbox: %v", err)
+	}
+}
+
+// readHello reads a peer's first message within helloTimeout. It returns
+// the hello, its envelope, and an error: a wire.Error when the peer broke
+// the protocol (or answered with an error), another error when reading
+// failed.
+func readHello(conn *websocket.Conn) (wire.Hello, wire.Envelope, error) {
+	var hello wire.Hello
+	if err := conn.SetReadDeadline(time.Now().Add(helloTimeout)); err != nil {
+		return hello, wire.Envelope{}, err
+	}
+	defer conn.SetReadDeadline(time.Time{})
+	_, r, err := conn.NextReader()
+	if err != nil {
+		return hello, wire.Envelope{}, fmt.Errorf("read hello: %w", err)
+	}
+	env, err := wire.ReadMessage(r, wire.MaxMessageBytes)
+	switch {
+	case errors.Is(err, wire.ErrTooLarge):
+		return hello, env, wire.Error{Code: wire.CodeTooLarge, Message: "hello over the size limit"}
+	case err != nil:
+		return hello, env, err
+	case env.Type == wire.TypeError:
+		var werr wire.Error
+		if err := env.Decode(&werr); err != nil {
+			return hello, env, wire.Error{Code: wire.CodeBadMessage, Message: err.Error()}
+		}
+		return hello, env, werr
+	case env.Type != wire.TypeHello:
+		return hello, env, wire.Error{Code: wire.CodeBadMessage, Message: fmt.Sprintf("first message must be hello, not %q", env.Type)}
+	}
+	if err := env.Decode(&hello); err != nil {
+		return hello, env, wire.Error{Code: wire.CodeBadMessage, Message: err.Error()}
+	}
+	if hello.Version != wire.Version {
+		return hello, env, wire.Error{Code: wire.CodeVersionMismatch,
+			Message: fmt.Sprintf("this side speaks protocol version %d, not %d", wire.Version, hello.Version)}
+	}
+	return hello, env, nil
+}
+
+// enter counts a new connection handler unless the server is closing.
+func (s *Server) enter() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.conns.Add(1)
+	return true
+}
+
+// addClient tracks an attached client so Close can close it.
+func (s *Server) addClient(c *client) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		c.kick(closeGoingAway, "bridge shutting down", nil)
+		return
+	}
+	s.clients[c] = struct{}{}
+}
+
+func (s *Server) removeClient(c *client) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.clients, c)
+}

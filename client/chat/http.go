@@ -1,0 +1,122 @@
+package chat
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/boxwire/boxwire/bridge/wire"
+)
+
+// maxErrorBody bounds how much of an HTTP error body is read.
+const maxErrorBody = 4 << 10
+
+// HTTPError is a non-success HTTP answer from the bridge. It unwraps to
+// ErrUnauthorized for 401 and to the wire.Error the body carried, if any,
+// so errors.Is(err, ErrUnauthorized) and errors.As(err, &wire.Error{})
+// both work.
+type HTTPError struct {
+	StatusCode int
+	// Wire is the decoded JSON error body, or nil when the body was not one.
+	Wire *wire.Error
+	// Body is the start of the body when it was not a JSON error.
+	Body string
+}
+
+// Error implements error.
+func (e *HTTPError) Error() string {
+	msg := fmt.Sprintf("http %d %s", e.StatusCode, http.StatusText(e.StatusCode))
+	if e.StatusCode == http.StatusUnauthorized {
+		msg = "http 401 " + ErrUnauthorized.Error()
+	}
+	switch {
+	case e.Wire != nil:
+		msg += ": " + e.Wire.Error()
+	case e.Body != "":
+		msg += ": " + e.Body
+	}
+	return msg
+}
+
+// Unwrap returns ErrUnauthorized for 401 and the decoded wire.Error.
+func (e *HTTPError) Unwrap() []error {
+	var errs []error
+	if e.StatusCode == http.StatusUnauthorized {
+		errs = append(errs, ErrUnauthorized)
+	}
+	if e.Wire != nil {
+		errs = append(errs, *e.Wire)
+	}
+	return errs
+}
+
+// newHTTPError reads (a bounded part of) resp.Body, which the caller closes,
+// and decodes it as a wire.Error, a wire error envelope, or plain text.
+func newHTTPError(resp *http.Response) *HTTPError {
+	e := &HTTPError{StatusCode: resp.StatusCode}
+	if resp.Body == nil {
+		return e
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	var werr wire.Error
+	if json.Unmarshal(body, &werr) == nil && werr.Code != "" {
+		e.Wire = &werr
+		return e
+	}
+	if env, err := wire.Parse(body); err == nil && env.Type == wire.TypeError {
+		if env.Decode(&werr) == nil && werr.Code != "" {
+			e.Wire = &werr
+			return e
+		}
+	}
+	e.Body = strings.TrimSpace(string(body))
+	if strings.EqualFold(e.Body, http.StatusText(e.StatusCode)) {
+		e.Body = "" // says nothing the status does not
+	}
+	return e
+}
+
+// DeleteThread removes a thread and its sandbox through the bridge's HTTP
+// API (DELETE /v1/threads/{id}), using cfg's URL, token and dialer. It
+// blocks until the bridge answers or ctx ends. A 404 is an *HTTPError that
+// unwraps to a wire.Error with code not_found.
+func DeleteThread(ctx context.Context, cfg Config, id string) error {
+	if id == "" {
+		return errors.New("delete thread: empty id")
+	}
+	ep, err := resolve(cfg)
+	if err != nil {
+		return fmt.Errorf("delete thread %s: %w", id, err)
+	}
+	u := ep.httpBase()
+	u.Path = "/v1/threads/" + id
+	u.RawPath = "/v1/threads/" + url.PathEscape(id)
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, u.String(), nil)
+	if err != nil {
+		return fmt.Errorf("delete thread %s: %w", id, err)
+	}
+	if cfg.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+cfg.Token)
+	}
+	client := http.DefaultClient
+	if ep.dial != nil {
+		tr := &http.Transport{DialContext: ep.dial, DisableKeepAlives: true}
+		defer tr.CloseIdleConnections()
+		client = &http.Client{Transport: tr}
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("delete thread %s: %w", id, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 == 2 {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
+		return nil
+	}
+	return fmt.Errorf("delete thread %s: %w", id, newHTTPError(resp))
+}

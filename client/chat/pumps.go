@@ -1,0 +1,139 @@
+package chat
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/boxwire/boxwire/bridge/wire"
+	"github.com/gorilla/websocket"
+)
+
+// readPump is the connection's only reader. It delivers messages on
+// c.events, wakes Ping waiters, and on return records why it stopped and
+// closes c.events and c.readDone. It never blocks on the consumer: a full
+// c.events ends the connection with ErrSlowConsumer.
+func (c *Conn) readPump() {
+	defer func() {
+		// readDone first: whoever sees Events closed finds the
+		// connection already ended (Send fails, Err is set).
+		close(c.readDone)
+		close(c.events)
+	}()
+	alive := func() { _ = c.ws.SetReadDeadline(time.Now().Add(pongWait)) }
+	alive()
+	c.ws.SetPongHandler(func(string) error { alive(); return nil })
+	for {
+		_, data, err := c.ws.ReadMessage()
+		if err != nil {
+			c.fail(fmt.Errorf("read: %w", err))
+			c.log.Debug("reader stopped", "err", c.Err())
+			return
+		}
+		alive()
+		env, err := wire.Parse(data)
+		if err != nil {
+			c.log.Warn("ignoring frame", "err", err)
+			continue
+		}
+		if c.wakePing(env) {
+			continue
+		}
+		if !c.deliver(env) {
+			c.fail(fmt.Errorf("%w: more than %d unread", ErrSlowConsumer, cap(c.events)))
+			c.log.Warn("dropping connection", "err", c.Err())
+			_ = c.ws.Close()
+			return
+		}
+	}
+}
+
+// deliver puts env on c.events without waiting and advances LastSeq; it
+// reports false when c.events is full.
+func (c *Conn) deliver(env wire.Envelope) bool {
+	prev := c.lastSeq.Load()
+	if env.Seq > prev {
+		c.lastSeq.Store(env.Seq)
+	}
+	select {
+	case c.events <- env:
+		return true
+	default:
+		c.lastSeq.Store(prev)
+		return false
+	}
+}
+
+// wakePing hands a pong, or an error answering a ping, to the Ping call
+// waiting for its id. It reports true when env must not go on to Events
+// (pongs never do).
+func (c *Conn) wakePing(env wire.Envelope) bool {
+	if env.Type != wire.TypePong && (env.Type != wire.TypeError || env.Seq != 0) {
+		return false
+	}
+	c.mu.Lock()
+	waiter := c.pings[env.ID]
+	delete(c.pings, env.ID)
+	c.mu.Unlock()
+	if env.Type == wire.TypePong {
+		if waiter != nil {
+			waiter <- nil
+		}
+		return true
+	}
+	if waiter != nil {
+		var werr wire.Error
+		if err := env.Decode(&werr); err != nil {
+			waiter <- err
+		} else {
+			waiter <- werr
+		}
+	}
+	return false
+}
+
+// writePump is the connection's only writer: it writes queued frames and
+// WebSocket keep-alive pings. On Close it sends a close frame and waits up
+// to closeGrace for the reader to see the server's; when the reader stops
+// (or a write fails) it closes the socket, which in turn stops the reader.
+func (c *Conn) writePump() {
+	defer close(c.writeDone)
+	defer c.ws.Close()
+	ticker := time.NewTicker(pingPeriod)
+	defer ticker.Stop()
+	for {
+		select {
+		case out := <-c.outbox:
+			select {
+			case <-c.readDone: // the connection is ending: write nothing more
+				out.done <- c.endErr()
+				return
+			default:
+			}
+			_ = c.ws.SetWriteDeadline(time.Now().Add(writeWait))
+			err := c.ws.WriteMessage(websocket.TextMessage, out.data)
+			out.done <- err
+			if err != nil {
+				c.fail(fmt.Errorf("write: %w", err))
+				return
+			}
+		case <-ticker.C:
+			if err := c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeWait)); err != nil {
+				c.fail(fmt.Errorf("write ping: %w", err))
+				return
+			}
+		case <-c.quit:
+			msg := websocket.FormatCloseMessage(websocket.CloseNormalClosure, "")
+			if c.ws.WriteControl(websocket.CloseMessage, msg, time.Now().Add(writeWait)) == nil {
+				grace := time.NewTimer(closeGrace)
+				select {
+				case <-c.readDone:
+				case <-grace.C:
+				}
+				grace.Stop()
+			}
+			return
+		case <-c.readDone:
+			return
+		}
+	}
+}

@@ -1,0 +1,68 @@
+package chat
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/boxwire/boxwire/bridge/wire"
+)
+
+// Run sends text as a user message and reads Events until the turn's
+// turn_done (the one carrying the message's id), calling fn, if not nil,
+// for each event of the turn, turn_done included. Events of other turns
+// (history replayed after hello, other clients' turns) are skipped.
+//
+// Run consumes Events, so nothing else may read Events while it runs; fn is
+// called on Run's goroutine. It returns:
+//   - the turn_done payload and nil when the turn ended normally (check
+//     Reason: it may be interrupted, error or step_limit);
+//   - a zero TurnDone and an error wrapping wire.Error when the server
+//     answered the message with an error (e.g. busy);
+//   - the turn_done payload and an error wrapping wire.Error when the turn
+//     logged an error event (e.g. llm_error) before it ended;
+//   - an error when the connection or ctx ended first. Run does not
+//     interrupt the turn then; call Interrupt for that.
+func (c *Conn) Run(ctx context.Context, text string, fn func(wire.Envelope)) (wire.TurnDone, error) {
+	id, err := c.SendMessage(ctx, text)
+	if err != nil {
+		return wire.TurnDone{}, fmt.Errorf("run: %w", err)
+	}
+	var turnErr error
+	for {
+		var env wire.Envelope
+		var ok bool
+		select {
+		case env, ok = <-c.events:
+		case <-ctx.Done():
+			return wire.TurnDone{}, fmt.Errorf("run %s: %w", id, ctx.Err())
+		}
+		if !ok {
+			return wire.TurnDone{}, fmt.Errorf("run %s: %w", id, c.endErr())
+		}
+		if env.ID != id {
+			continue
+		}
+		if fn != nil {
+			fn(env)
+		}
+		switch env.Type {
+		case wire.TypeError:
+			var werr wire.Error
+			if err := env.Decode(&werr); err != nil {
+				return wire.TurnDone{}, fmt.Errorf("run %s: %w", id, err)
+			}
+			if env.Seq == 0 {
+				return wire.TurnDone{}, fmt.Errorf("run %s: %w", id, werr)
+			}
+			if turnErr == nil {
+				turnErr = fmt.Errorf("run %s: %w", id, werr)
+			}
+		case wire.TypeTurnDone:
+			var done wire.TurnDone
+			if err := env.Decode(&done); err != nil {
+				return wire.TurnDone{}, fmt.Errorf("run %s: %w", id, err)
+			}
+			return done, turnErr
+		}
+	}
+}
