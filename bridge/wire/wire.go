@@ -125,16 +125,35 @@ type ToolOutput struct {
 type ToolResult struct {
 	CallID string `json:"call_id"`
 	Name   string `json:"name"`
-	// ExitCode is the process exit code for execute; nil for other tools.
+	// Status says how a command ended when that is not simply "it exited":
+	// one of the Status constants; empty for other tools.
+	Status string `json:"status,omitempty"`
+	// ExitCode is the process exit code for execute; nil for other tools
+	// and for commands still running (awaiting input, background).
 	ExitCode *int `json:"exit_code,omitempty"`
+	// JobID names the background job a still-running command became.
+	JobID string `json:"job_id,omitempty"`
 	// Output is what the model sees, capped.
 	Output string `json:"output"`
-	// Truncated says Output was cut; TotalBytes is the size before cutting.
-	Truncated  bool  `json:"truncated"`
-	TotalBytes int64 `json:"total_bytes,omitempty"`
+	// Truncated says Output was cut; TotalBytes and TotalLines are the sizes
+	// before cutting, and OutputPath is a file in the sandbox holding the
+	// whole output (read_file pages through it).
+	Truncated  bool   `json:"truncated"`
+	TotalBytes int64  `json:"total_bytes,omitempty"`
+	TotalLines int64  `json:"total_lines,omitempty"`
+	OutputPath string `json:"output_path,omitempty"`
 	// Error is set when the tool failed; the model sees it as the result.
 	Error string `json:"error,omitempty"`
 }
+
+// Statuses of a command in ToolResult.Status.
+const (
+	StatusExited        = "exited"
+	StatusTimedOut      = "timed_out"
+	StatusInterrupted   = "interrupted"
+	StatusAwaitingInput = "awaiting_input"
+	StatusBackground    = "background"
+)
 
 // TurnDone is the payload of TypeTurnDone.
 type TurnDone struct {
@@ -245,26 +264,42 @@ func (e Envelope) Decode(v any) error {
 	return nil
 }
 
-// Known reports whether t is a type this version of the protocol defines.
-func Known(t Type) bool {
-	switch t {
-	case TypeHello, TypeUserMessage, TypeInterrupt, TypePing, TypePong,
-		TypeUserEcho, TypeAssistantDelta, TypeAssistantMessage, TypeToolCall,
-		TypeToolOutput, TypeToolResult, TypeTurnDone, TypeError:
-		return true
-	}
-	return false
+// requests and events hold every defined type, by kind. Files that define
+// more types register them with registerRequests and registerEvents in an
+// init function, so that Known and IsEvent stay the single source of truth.
+var (
+	requests = map[Type]bool{}
+	events   = map[Type]bool{}
+)
+
+func init() {
+	registerRequests(TypeHello, TypeUserMessage, TypeInterrupt, TypePing, TypePong)
+	registerEvents(TypeUserEcho, TypeAssistantDelta, TypeAssistantMessage, TypeToolCall,
+		TypeToolOutput, TypeToolResult, TypeTurnDone, TypeError)
 }
 
-// IsEvent reports whether t is an event: a message that belongs to a
-// thread's log and carries a Seq.
-func IsEvent(t Type) bool {
-	switch t {
-	case TypeHello, TypeUserMessage, TypeInterrupt, TypePing, TypePong:
-		return false
+// registerRequests records types that are not events: requests, replies and
+// connection control (hello, ping, pong).
+func registerRequests(ts ...Type) {
+	for _, t := range ts {
+		requests[t] = true
 	}
-	return Known(t)
 }
+
+// registerEvents records types that are events: numbered and logged.
+func registerEvents(ts ...Type) {
+	for _, t := range ts {
+		events[t] = true
+	}
+}
+
+// Known reports whether t is a type this version of the protocol defines.
+func Known(t Type) bool { return requests[t] || events[t] }
+
+// IsEvent reports whether t is an event: a message that belongs to a
+// thread's log and carries a Seq. (An error is an event when it is about
+// the thread and a reply when it answers one request; see docs/protocol.md.)
+func IsEvent(t Type) bool { return events[t] }
 
 // ErrTooLarge is returned by ReadMessage for a frame over the limit.
 var ErrTooLarge = errors.New("message too large")
