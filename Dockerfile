@@ -26,12 +26,12 @@ USER boxwire
 EXPOSE 8080
 ENTRYPOINT ["/usr/bin/tini", "--", "/usr/local/bin/boxwire-agent"]
 
-ARG VERSION=dev
+# The version labels (org.opencontainers.image.version, io.boxwire.agent.version)
+# are added by `docker build --label` in the Makefile, so that a new version
+# re-runs no step here but the final COPY.
 LABEL org.opencontainers.image.title="boxwire sandbox" \
       org.opencontainers.image.description="boxwire agent in a Debian sandbox" \
       org.opencontainers.image.source="https://github.com/boxwire/boxwire" \
-      org.opencontainers.image.licenses="Apache-2.0" \
-      org.opencontainers.image.version="${VERSION}" \
-      io.boxwire.agent.version="${VERSION}"
+      org.opencontainers.image.licenses="Apache-2.0"
 
 COPY build/image/boxwire-agent /usr/local/bin/boxwire-agent

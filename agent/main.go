@@ -12,10 +12,13 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 
+	"github.com/boxwire/boxwire/agent/files"
 	"github.com/boxwire/boxwire/agent/loop"
+	"github.com/boxwire/boxwire/agent/posture"
 	"github.com/boxwire/boxwire/agent/session"
 	"github.com/boxwire/boxwire/agent/tools"
 )
@@ -65,14 +68,26 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	llm := loop.OpenAIConfig{BaseURL: getenv("OPENAI_BASE_URL"), APIKey: getenv("OPENAI_API_KEY"), Model: *model}
 	if *llmSocket != "" {
 		llm.HTTPClient = loop.UnixSocketClient(*llmSocket)
+		if t := getenv("BOXWIRE_LLM_TOKEN"); t != "" {
+			llm.APIKey = t // this sandbox's proxy token, not a model key
+		}
 	}
+	egressEnv, stopEgress, err := startEgress(ctx, getenv("BOXWIRE_EGRESS_SOCKET"), log)
+	if err != nil {
+		return err
+	}
+	defer stopEgress()
+	pos := posture.Read()
+	log.Info("posture", "posture", pos)
+	toolSet := tools.New(tools.Config{Workspace: *workspace, Logger: log, Env: egressEnv})
+	defer toolSet.Close() // kills background jobs after the server stopped
 	srv := session.New(session.Config{
-		Model:     loop.NewOpenAI(llm),
-		Tools:     tools.New(tools.Config{Workspace: *workspace, Logger: log}).All(),
-		Workspace: *workspace,
-		Token:     *token,
-		Software:  software,
-		Logger:    log,
+		Loop:     loop.Config{Model: loop.NewOpenAI(llm), Tools: toolSet.All(), Workspace: *workspace},
+		Token:    *token,
+		Software: software,
+		Logger:   log,
+		Posture:  &pos,
+		Files:    files.New(files.Config{Workspace: *workspace, MaxFileBytes: maxFileBytes(getenv), Logger: log}),
 	})
 	ln, err := session.Listen(*listen)
 	if err != nil {
@@ -82,4 +97,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	err = srv.Run(ctx, ln)
 	log.Info("agent stopped", "err", err)
 	return err
+}
+
+// maxFileBytes reads BOXWIRE_MAX_FILE_BYTES, the largest file an upload may
+// write (files.DefaultMaxFileBytes when unset or not a positive number).
+func maxFileBytes(getenv func(string) string) int64 {
+	n, err := strconv.ParseInt(getenv("BOXWIRE_MAX_FILE_BYTES"), 10, 64)
+	if err != nil || n <= 0 {
+		return files.DefaultMaxFileBytes
+	}
+	return n
 }

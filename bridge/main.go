@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -35,43 +34,44 @@ func main() {
 	}
 }
 
-// run parses args, serves until ctx ends, then shuts down and removes the
-// sandboxes it created.
+// run parses args, serves until ctx ends, then shuts down, leaving the
+// sandboxes for the next start to adopt. "gc" as the first argument removes
+// them instead (see runGC).
 func run(ctx context.Context, args []string, getenv func(string) string, log *slog.Logger) error {
-	fs := flag.NewFlagSet("bridge", flag.ContinueOnError)
-	listen := fs.String("listen", envOr(getenv, "BOXWIRE_BRIDGE_LISTEN", "127.0.0.1:7420"), "address to serve on")
-	token := fs.String("token", getenv("BOXWIRE_TOKEN"), "bearer token clients must present (required)")
-	image := fs.String("image", envOr(getenv, "BOXWIRE_IMAGE", "boxwire:latest"), "sandbox image")
-	dataDir := fs.String("data-dir", envOr(getenv, "BOXWIRE_DATA_DIR", "/var/lib/boxwire"), "state folder")
-	model := fs.String("model", getenv("BOXWIRE_MODEL"), "model name passed to agents")
-	id := fs.String("id", getenv("BOXWIRE_BRIDGE_ID"), "owner label on this bridge's sandboxes (default: the host name)")
-	if err := fs.Parse(args); err != nil {
+	if len(args) > 0 && args[0] == "gc" {
+		return runGC(ctx, args[1:], getenv, log)
+	}
+	o, err := parseOptions("bridge", args, getenv)
+	if err != nil {
 		return err
 	}
-	if *token == "" {
-		return errors.New("a token is required: --token or BOXWIRE_TOKEN")
+	if err := o.check(); err != nil {
+		return err
 	}
-	mgr, err := sandbox.NewDocker(sandbox.DockerConfig{Host: getenv("DOCKER_HOST"), Logger: log.With("component", "sandbox")})
+	mgr, err := connect(ctx, o, getenv, log)
 	if err != nil {
 		return err
 	}
 	defer mgr.Close()
-	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := mgr.Ping(pctx); err != nil {
-		return fmt.Errorf("the container engine is not reachable (is Docker running? DOCKER_HOST=%q): %w", getenv("DOCKER_HOST"), err)
-	}
 	cfg := server.Config{
-		Token: *token, Image: *image, DataDir: *dataDir, Manager: mgr, Model: *model, BridgeID: *id,
-		LLM:      llmproxy.Config{Upstream: envOr(getenv, "OPENAI_BASE_URL", "https://api.openai.com/v1"), APIKey: getenv("OPENAI_API_KEY")},
-		Logger:   log,
-		Software: "boxwire-bridge/" + version,
+		Token: o.token, Image: o.image, DataDir: o.dataDir, Manager: mgr, Model: o.model, BridgeID: o.id,
+		LLM:    llmproxy.Config{Upstream: envOr(getenv, "OPENAI_BASE_URL", "https://api.openai.com/v1"), APIKey: getenv("OPENAI_API_KEY")},
+		Logger: log, Software: "boxwire-bridge/" + version,
+		Images: o.images, Runtime: o.runtime, Runtimes: o.runtimes, MaxSandboxes: o.maxSandboxes,
+		IdleTTL: o.idleTTL, MaxLifetime: o.maxLifetime, ReapInterval: o.reapInterval,
+	}
+	if err := applySecurity(&cfg, getenv, o.runtime); err != nil {
+		return err
 	}
 	srv, err := server.New(cfg)
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", *listen)
+	if err := srv.Reconcile(ctx); err != nil {
+		_ = srv.Close(ctx)
+		return err
+	}
+	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		_ = srv.Close(ctx)
 		return fmt.Errorf("listen: %w", err)
@@ -84,7 +84,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, log *sl
 
 	select {
 	case <-ctx.Done():
-		log.Info("shutting down")
+		log.Info("shutting down; sandboxes stay for the next start (bridge gc removes them)")
 	case err = <-errc:
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
@@ -97,9 +97,43 @@ func run(ctx context.Context, args []string, getenv func(string) string, log *sl
 	return errors.Join(err, serr, cerr)
 }
 
-func envOr(getenv func(string) string, key, def string) string {
-	if v := getenv(key); v != "" {
-		return v
+// runGC removes every sandbox, volume and socket folder of this bridge id.
+func runGC(ctx context.Context, args []string, getenv func(string) string, log *slog.Logger) error {
+	o, err := parseOptions("bridge gc", args, getenv)
+	if err != nil {
+		return err
 	}
-	return def
+	mgr, err := connect(ctx, o, getenv, log)
+	if err != nil {
+		return err
+	}
+	defer mgr.Close()
+	id := o.id
+	if id == "" {
+		if id, err = os.Hostname(); err != nil {
+			return fmt.Errorf("bridge id: %w", err)
+		}
+	}
+	n, v, err := server.Collect(ctx, mgr, id, o.dataDir)
+	log.Info("gc done", "bridge_id", id, "sandboxes_removed", n, "volumes_removed", v)
+	return err
+}
+
+// connect makes the sandbox manager and checks that the engine answers.
+func connect(ctx context.Context, o options, getenv func(string) string, log *slog.Logger) (*sandbox.Docker, error) {
+	dcfg, err := o.docker(getenv, log)
+	if err != nil {
+		return nil, err
+	}
+	mgr, err := sandbox.NewDocker(dcfg)
+	if err != nil {
+		return nil, err
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := mgr.Ping(pctx); err != nil {
+		mgr.Close()
+		return nil, fmt.Errorf("the container engine is not reachable (is Docker running? DOCKER_HOST=%q): %w", getenv("DOCKER_HOST"), err)
+	}
+	return mgr, nil
 }

@@ -20,14 +20,25 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
-// run parses flags and the environment, wires signals, and calls cli.Run.
+const usage = `usage: client [flags]                       interactive chat
+       client [flags] -m "text"            one turn, then exit
+       client [flags] cp LOCAL THREAD:PATH  copy into a thread's workspace folder (":PATH" for an agent)
+       client [flags] cp THREAD:PATH LOCAL  copy out of it into a local folder
+exit codes: 0 ok, 1 turn failed or some files failed, 2 usage or connection error, 130 interrupted`
+
+// run parses flags, the environment and the config file, wires signals,
+// and calls the cli.
 func run(args []string, stdin *os.File, stdout, stderr *os.File) int {
 	fs := flag.NewFlagSet("client", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	url := fs.String("url", "", "bridge or agent URL: ws(s)://host:port/v1/ws, http(s)://host:port, host:port or unix:/path (default $BOXWIRE_URL, then "+chat.DefaultURL+")")
-	token := fs.String("token", "", "bearer token (default $BOXWIRE_TOKEN)")
+	fs.Usage = func() { fmt.Fprintln(stderr, usage); fs.PrintDefaults() }
+	url := fs.String("url", "", "bridge or agent URL: ws(s)://host:port/v1/ws, http(s)://host:port, host:port or unix:/path (default $BOXWIRE_URL, the config file, then "+chat.DefaultURL+")")
+	token := fs.String("token", "", "bearer token (default $BOXWIRE_TOKEN, then the config file)")
+	config := fs.String("config", "", "config file (default $BOXWIRE_CONFIG, then "+cli.DefaultConfigPath()+")")
 	thread := fs.String("thread", "", "thread to attach to (default: a new one)")
 	message := fs.String("m", "", "send this message, print the turn and exit")
+	jsonOut := fs.Bool("json", false, "print every message from the server as a JSON line")
+	seed := fs.String("seed", "", "upload this local file or folder into the workspace before the first turn")
 	verbose := fs.Bool("v", false, "log connection details to stderr")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -37,11 +48,25 @@ func run(args []string, stdin *os.File, stdout, stderr *os.File) int {
 	}
 	oneShot := false
 	fs.Visit(func(f *flag.Flag) { oneShot = oneShot || f.Name == "m" })
-	if fs.NArg() > 0 || (oneShot && *message == "") {
-		fmt.Fprintln(stderr, "usage: client [--url URL] [--token TOKEN] [--thread ID] [-m \"text\"]")
+	sub := fs.Arg(0)
+	if (fs.NArg() > 0 && sub != "cp") || (oneShot && *message == "") {
+		fmt.Fprintln(stderr, usage)
 		return cli.ExitUsage
 	}
-	cfg := chat.Config{URL: firstSet(*url, os.Getenv("BOXWIRE_URL")), Token: firstSet(*token, os.Getenv("BOXWIRE_TOKEN")), Thread: *thread}
+	cfgPath, required := firstSet(*config, os.Getenv("BOXWIRE_CONFIG")), true
+	if cfgPath == "" {
+		cfgPath, required = cli.DefaultConfigPath(), false
+	}
+	file, err := cli.LoadConfig(cfgPath, required)
+	if err != nil {
+		fmt.Fprintln(stderr, "boxwire:", err)
+		return cli.ExitUsage
+	}
+	cfg := chat.Config{
+		URL:    firstSet(*url, os.Getenv("BOXWIRE_URL"), file.URL),
+		Token:  firstSet(*token, os.Getenv("BOXWIRE_TOKEN"), file.Token),
+		Thread: *thread,
+	}
 	var logOut io.Writer = io.Discard
 	if *verbose {
 		logOut = stderr
@@ -54,12 +79,30 @@ func run(args []string, stdin *os.File, stdout, stderr *os.File) int {
 	signal.Notify(interrupts, os.Interrupt)
 	defer signal.Stop(interrupts)
 
-	return cli.Run(ctx, cli.Options{
-		Chat: cfg, Message: *message,
-		In: stdin, Out: stdout, Err: stderr,
-		Color:      isTerminal(stdout) && os.Getenv("NO_COLOR") == "",
+	var progress io.Writer
+	if isTerminal(stderr) {
+		progress = stderr
+	}
+	o := cli.Options{
+		Chat: cfg, Message: *message, Seed: *seed, JSON: *jsonOut,
+		In: stdin, Out: stdout, Err: stderr, Progress: progress,
+		Color:      isTerminal(stdout) && os.Getenv("NO_COLOR") == "" && !*jsonOut,
 		Interrupts: interrupts,
-	})
+	}
+	switch sub {
+	case "cp":
+		cctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go func() { // ends with cctx, at the latest when run returns
+			select {
+			case <-interrupts:
+				cancel()
+			case <-cctx.Done():
+			}
+		}()
+		return cli.Copy(cctx, o, fs.Args()[1:], progress)
+	}
+	return cli.Run(ctx, o)
 }
 
 func firstSet(vals ...string) string {

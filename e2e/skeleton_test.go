@@ -171,7 +171,9 @@ func TestMissingEngineIsAClearError(t *testing.T) {
 	}
 }
 
-func TestStoppingBridgeRemovesSandboxes(t *testing.T) {
+// SIGTERM leaves the sandbox for the next start to adopt; `bridge gc`
+// removes it with its volume.
+func TestStoppingBridgeLeavesSandboxesForGC(t *testing.T) {
 	e := newEnv(t, helloScript)
 	b := e.startBridge()
 	s := e.dial("")
@@ -182,9 +184,11 @@ func TestStoppingBridgeRemovesSandboxes(t *testing.T) {
 	if b.err != nil {
 		t.Errorf("bridge exit: %v", b.err)
 	}
-	if n := len(e.containers(nil)); n != 0 {
-		t.Fatalf("%d sandboxes left after the bridge stopped", n)
+	if n := len(e.containers(nil)); n != 1 {
+		t.Fatalf("%d sandboxes left after SIGTERM, want the one to adopt", n)
 	}
+	e.runGC()
+	e.assertClean()
 }
 
 func mustDecode(t *testing.T, ev wire.Envelope, v any) {

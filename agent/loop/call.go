@@ -22,6 +22,16 @@ const (
 // runCall announces, runs and reports one tool call, and answers it in the
 // history. It never returns without adding the tool message.
 func (l *Loop) runCall(ctx context.Context, conv *Conversation, call ToolCall, emit func(wire.Envelope)) {
+	res := l.Call(ctx, call, emit)
+	conv.Append(Message{Role: RoleTool, ToolCallID: call.ID, Content: modelText(res)})
+}
+
+// Call announces, runs and reports one tool call outside any conversation:
+// it emits tool_call, the tool's tool_output chunks and tool_result (without
+// thread, id or seq), and returns the result. The turn uses it for the
+// model's calls; the session uses it for run_tool requests. It blocks until
+// the tool is done or ctx ends (the tool is then stopped).
+func (l *Loop) Call(ctx context.Context, call ToolCall, emit func(wire.Envelope)) tools.Result {
 	emit(wire.MustNew(wire.TypeToolCall, "", "", wire.ToolCall{
 		CallID:    call.ID,
 		Name:      call.Name,
@@ -31,13 +41,17 @@ func (l *Loop) runCall(ctx context.Context, conv *Conversation, call ToolCall, e
 	emit(wire.MustNew(wire.TypeToolResult, "", "", wire.ToolResult{
 		CallID:     call.ID,
 		Name:       call.Name,
+		Status:     res.Status,
 		ExitCode:   res.ExitCode,
+		JobID:      res.JobID,
 		Output:     res.Output,
 		Truncated:  res.Truncated,
 		TotalBytes: res.TotalBytes,
+		TotalLines: res.TotalLines,
+		OutputPath: res.OutputPath,
 		Error:      res.Err,
 	}))
-	conv.Append(Message{Role: RoleTool, ToolCallID: call.ID, Content: modelText(res)})
+	return res
 }
 
 // execute runs the call's tool, or explains to the model why it did not.
@@ -86,7 +100,9 @@ func (l *Loop) toolNames() string {
 	return strings.Join(names, ", ")
 }
 
-// modelText is the tool message content the model reads for res.
+// modelText is the tool message content the model reads for res: the
+// error, the output, and for commands a last line with the exit code or
+// status and, when the output was cut, its full size and where it is.
 func modelText(res tools.Result) string {
 	var b strings.Builder
 	if res.Err != "" {
@@ -98,6 +114,23 @@ func modelText(res tools.Result) string {
 			b.WriteString("\n")
 		}
 		b.WriteString(res.Output)
+	}
+	var notes []string
+	switch {
+	case res.ExitCode != nil && (res.Status == "" || res.Status == wire.StatusExited):
+		notes = append(notes, fmt.Sprintf("exit code %d", *res.ExitCode))
+	case res.Status != "" && res.Status != wire.StatusBackground && res.Status != wire.StatusAwaitingInput:
+		notes = append(notes, res.Status)
+	}
+	if res.Truncated && res.TotalBytes > 0 && res.OutputPath != "" {
+		notes = append(notes, fmt.Sprintf("output truncated: %d bytes, %d lines in all; read_file %s pages through it",
+			res.TotalBytes, res.TotalLines, res.OutputPath))
+	}
+	if len(notes) > 0 {
+		if b.Len() > 0 && !strings.HasSuffix(b.String(), "\n") {
+			b.WriteString("\n")
+		}
+		b.WriteString("[" + strings.Join(notes, "; ") + "]")
 	}
 	if b.Len() == 0 {
 		return msgNoOutput

@@ -33,6 +33,11 @@ type Config struct {
 	Workspace string
 	// MaxSteps caps the model calls in one turn (DefaultMaxSteps if zero).
 	MaxSteps int
+	// Budget is the conversation size, in approximate tokens (four
+	// characters each), past which the oldest tool outputs are shortened
+	// in what the model is sent; zero means DefaultBudget. The
+	// conversation itself keeps them whole.
+	Budget int
 	// Logger receives diagnostics; nil discards them.
 	Logger *slog.Logger
 }
@@ -45,6 +50,7 @@ type Loop struct {
 	defs     []ToolDef
 	system   string
 	maxSteps int
+	budget   int
 	log      *slog.Logger
 }
 
@@ -55,7 +61,11 @@ func New(cfg Config) *Loop {
 		tools:    make(map[string]tools.Tool, len(cfg.Tools)),
 		system:   cfg.SystemPrompt,
 		maxSteps: cfg.MaxSteps,
+		budget:   cfg.Budget,
 		log:      cfg.Logger,
+	}
+	if l.budget <= 0 {
+		l.budget = DefaultBudget
 	}
 	if l.maxSteps <= 0 {
 		l.maxSteps = DefaultMaxSteps
@@ -147,8 +157,9 @@ func (l *Loop) steps(ctx context.Context, conv *Conversation, emit func(wire.Env
 // assistant message (with whatever text arrived, even on failure).
 func (l *Loop) callModel(ctx context.Context, conv *Conversation, emit func(wire.Envelope)) (Response, error) {
 	req := Request{
-		Messages: append([]Message{{Role: RoleSystem, Content: l.system}}, conv.Messages()...),
-		Tools:    l.defs,
+		Messages: append([]Message{{Role: RoleSystem, Content: l.system}},
+			fitBudget(conv.Messages(), l.budget-tokens(l.system))...),
+		Tools: l.defs,
 	}
 	var streamed strings.Builder
 	resp, err := l.model.Stream(ctx, req, func(delta string) {

@@ -80,7 +80,7 @@ func TestTurnEventOrderAndHistory(t *testing.T) {
 		t.Fatalf("tool defs %+v", reqs[0].Tools)
 	}
 	last := reqs[1].Messages[len(reqs[1].Messages)-1]
-	if last.Role != loop.RoleTool || last.ToolCallID != "c1" || last.Content != `{"x":1}` {
+	if last.Role != loop.RoleTool || last.ToolCallID != "c1" || last.Content != "{\"x\":1}\n[exit code 0]" {
 		t.Fatalf("second request ends with %+v", last)
 	}
 }

@@ -56,6 +56,8 @@ type conn struct {
 	writerDone chan struct{} // closed when the writer has quit
 
 	thread *thread // set by the handshake; read by the reader only
+
+	termQueue // terminal frames and control messages (terminal.go)
 }
 
 func newConn(s *Server, ws *websocket.Conn, log *slog.Logger) *conn {
@@ -64,6 +66,7 @@ func newConn(s *Server, ws *websocket.Conn, log *slog.Logger) *conn {
 		send:       make(chan outgoing, sendBuffer),
 		done:       make(chan struct{}),
 		writerDone: make(chan struct{}),
+		termQueue:  termQueue{term: make(chan termOut, termQueueLen)},
 	}
 }
 
@@ -72,6 +75,7 @@ func newConn(s *Server, ws *websocket.Conn, log *slog.Logger) *conn {
 func (c *conn) serve() {
 	go c.writePump()
 	c.readPump()
+	c.s.detachTerminals(c)
 	if c.thread != nil {
 		c.thread.detach(c)
 	}
@@ -132,6 +136,11 @@ func (c *conn) writePump() {
 				c.writeClose(websocket.ClosePolicyViolation)
 				return
 			}
+		case out := <-c.term:
+			if err := c.writeTerm(out); err != nil {
+				c.log.Debug("terminal write failed", "err", err)
+				return
+			}
 		case <-ping.C:
 			if err := c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeWait)); err != nil {
 				c.log.Debug("ping failed", "err", err)
@@ -180,6 +189,15 @@ func (c *conn) next() (wire.Envelope, error) {
 	}
 	if err := c.ws.SetReadDeadline(time.Now().Add(pongWait)); err != nil {
 		return wire.Envelope{}, err
+	}
+	for typ == websocket.BinaryMessage { // terminal input (terminal.go)
+		c.input(r)
+		if typ, r, err = c.ws.NextReader(); err != nil {
+			return wire.Envelope{}, err
+		}
+		if err := c.ws.SetReadDeadline(time.Now().Add(pongWait)); err != nil {
+			return wire.Envelope{}, err
+		}
 	}
 	if typ != websocket.TextMessage {
 		if _, err := io.Copy(io.Discard, r); err != nil {

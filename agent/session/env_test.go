@@ -33,11 +33,20 @@ type step struct {
 // fakeModel answers from a script, then with "ok".
 type fakeModel struct {
 	mu    sync.Mutex
+	sizes []int // len(req.Messages) of each request
 	steps []step
 }
 
-func (m *fakeModel) Stream(ctx context.Context, _ loop.Request, onDelta func(string)) (loop.Response, error) {
+// requests returns the Message counts of the requests the model got.
+func (m *fakeModel) requests() []int {
 	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]int(nil), m.sizes...)
+}
+
+func (m *fakeModel) Stream(ctx context.Context, req loop.Request, onDelta func(string)) (loop.Response, error) {
+	m.mu.Lock()
+	m.sizes = append(m.sizes, len(req.Messages))
 	st := step{text: "ok"}
 	if len(m.steps) > 0 {
 		st, m.steps = m.steps[0], m.steps[1:]

@@ -67,6 +67,7 @@ func (c *conn) handshake() bool {
 		Role:     wire.RoleAgent,
 		Software: c.s.cfg.Software,
 		Thread:   name,
+		Posture:  c.s.cfg.Posture,
 	}))
 	c.log.Debug("connection attached", "role", h.Role, "software", h.Software)
 	return true
@@ -75,6 +76,10 @@ func (c *conn) handshake() bool {
 // handle routes one request from a bound connection.
 func (c *conn) handle(env wire.Envelope) {
 	name := c.thread.name
+	if wire.IsTerminal(env.Type) {
+		c.terminal(env)
+		return
+	}
 	switch env.Type {
 	case wire.TypeUserMessage:
 		var m wire.UserMessage
@@ -87,6 +92,13 @@ func (c *conn) handle(env wire.Envelope) {
 			return
 		}
 		c.thread.startTurn(c, env.ID, m.Text)
+	case wire.TypeRunTool:
+		var r wire.RunTool
+		if err := env.Decode(&r); err != nil || r.Name == "" {
+			c.reply(wire.ErrorEnvelope(name, env.ID, wire.CodeBadMessage, "run_tool needs a tool name and arguments"))
+			return
+		}
+		c.thread.runTool(c, env.ID, r)
 	case wire.TypeInterrupt:
 		c.thread.interrupt()
 	case wire.TypePing:

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/boxwire/boxwire/agent/loop"
-	"github.com/boxwire/boxwire/agent/tools"
+	"github.com/boxwire/boxwire/agent/terminal"
 	"github.com/boxwire/boxwire/bridge/wire"
 	"github.com/gorilla/websocket"
 )
@@ -29,30 +29,34 @@ const (
 
 // Config configures a Server. Zero values mean defaults; Model is required.
 type Config struct {
-	// Model answers the turns.
-	Model loop.Model
-	// Tools are the tools the model may call.
-	Tools []tools.Tool
-	// Workspace and SystemPrompt shape the system prompt (see loop.Config).
-	Workspace    string
-	SystemPrompt string
-	// MaxSteps caps the model calls per turn (loop.DefaultMaxSteps if zero).
-	MaxSteps int
+	// Loop configures the LLM tool loop: the model, the tools, the system
+	// prompt, the step limit and the conversation budget. Its Logger
+	// defaults to Logger.
+	Loop loop.Config
 	// Token, when set, is required as "Authorization: Bearer <Token>" on
 	// the upgrade request; others are answered 401. The agent's main makes
 	// it mandatory on TCP.
 	Token string
 	// Software names this build in the hello answer, e.g. "boxwire-agent/0.1.0".
 	Software string
+	// Files, when set, serves wire.FilesPath (file transfers, agent/files)
+	// behind the same token check as the WebSocket.
+	Files http.Handler
+	// Terminal configures the terminal sessions (agent/terminal); its Dir
+	// defaults to Workspace.
+	Terminal terminal.Config
 	// Logger receives diagnostics; nil discards them.
 	Logger *slog.Logger
+	// Posture, when set, is reported in every hello answer (the bridge
+	// checks it; see agent/posture).
+	Posture *wire.Posture
 }
 
 // LogValue logs the config without the token.
 func (c Config) LogValue() slog.Value {
 	return slog.GroupValue(
-		slog.String("workspace", c.Workspace),
-		slog.Int("tools", len(c.Tools)),
+		slog.String("workspace", c.Loop.Workspace),
+		slog.Int("tools", len(c.Loop.Tools)),
 		slog.Bool("token_set", c.Token != ""),
 		slog.String("software", c.Software),
 	)
@@ -75,6 +79,7 @@ type Server struct {
 	closed  bool
 	wg      sync.WaitGroup // connection handlers and turns
 	threads map[string]*thread
+	terms   terminalRegistry // created on first use (terminal.go)
 }
 
 // New returns a Server for cfg. It starts nothing; serve it with Run or
@@ -84,14 +89,14 @@ func New(cfg Config) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Loop.Logger == nil {
+		cfg.Loop.Logger = log
+	}
 	hard, stop := context.WithCancel(context.Background())
 	return &Server{
-		cfg: cfg,
-		log: log,
-		loop: loop.New(loop.Config{
-			Model: cfg.Model, Tools: cfg.Tools, Workspace: cfg.Workspace,
-			SystemPrompt: cfg.SystemPrompt, MaxSteps: cfg.MaxSteps, Logger: log,
-		}),
+		cfg:  cfg,
+		log:  log,
+		loop: loop.New(cfg.Loop),
 		upgrader: websocket.Upgrader{
 			ReadBufferSize:  readBufferSize,
 			WriteBufferSize: writeBufferSize,
@@ -141,6 +146,7 @@ func (s *Server) Close() {
 	s.mu.Unlock()
 	s.stopHard()
 	s.wg.Wait()
+	s.closeTerminals()
 }
 
 // track registers one goroutine with the server, unless it is closed.
@@ -157,13 +163,17 @@ func (s *Server) track() bool {
 // ServeHTTP authenticates and upgrades a request to wire.Path and serves
 // the connection; it blocks until the connection ends.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != wire.Path {
+	if r.URL.Path != wire.Path && (r.URL.Path != wire.FilesPath || s.cfg.Files == nil) {
 		http.NotFound(w, r)
 		return
 	}
 	if !s.authorized(r) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="boxwire"`)
 		http.Error(w, "unauthorized", http.StatusUnauthorized)
+		return
+	}
+	if r.URL.Path == wire.FilesPath {
+		s.cfg.Files.ServeHTTP(w, r)
 		return
 	}
 	if !s.track() {

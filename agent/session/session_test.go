@@ -20,7 +20,7 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestHello(t *testing.T) {
-	e := newEnv(t, session.Config{Model: &fakeModel{}, Software: "boxwire-agent/test"})
+	e := newEnv(t, session.Config{Loop: loop.Config{Model: &fakeModel{}}, Software: "boxwire-agent/test"})
 	c, _, err := e.dialRaw(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +47,7 @@ func TestHandshakeFailuresClose(t *testing.T) {
 		{"hello without data", []byte(`{"type":"hello"}`), wire.CodeBadMessage},
 		{"garbage", []byte(`nope`), wire.CodeBadMessage},
 	}
-	e := newEnv(t, session.Config{Model: &fakeModel{}})
+	e := newEnv(t, session.Config{Loop: loop.Config{Model: &fakeModel{}}})
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			c, _, err := e.dialRaw(nil)
@@ -65,7 +65,7 @@ func TestHandshakeFailuresClose(t *testing.T) {
 }
 
 func TestAuthToken(t *testing.T) {
-	e := newEnv(t, session.Config{Model: &fakeModel{}, Token: "s3cret"})
+	e := newEnv(t, session.Config{Loop: loop.Config{Model: &fakeModel{}}, Token: "s3cret"})
 	for _, h := range []http.Header{nil, {"Authorization": {"Bearer wrong"}}} {
 		_, resp, err := e.dialRaw(h)
 		if err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
@@ -88,7 +88,7 @@ func TestFullTurn(t *testing.T) {
 		{text: "looking", calls: []loop.ToolCall{{ID: "c1", Name: "echo", Arguments: `{"a":1}`}}},
 		{text: "done"},
 	}}
-	e := newEnv(t, session.Config{Model: model, Tools: []tools.Tool{echoTool()}})
+	e := newEnv(t, session.Config{Loop: loop.Config{Model: model, Tools: []tools.Tool{echoTool()}}})
 	c := e.dial("")
 	c.send(userMessage("m1", "hello"))
 	_, events := c.await(wire.TypeTurnDone)
@@ -129,7 +129,7 @@ func TestFullTurn(t *testing.T) {
 
 func TestBusyAndInterrupt(t *testing.T) {
 	gate := make(chan struct{}) // never opened: the step waits for interrupt
-	e := newEnv(t, session.Config{Model: &fakeModel{steps: []step{{gate: gate}}}})
+	e := newEnv(t, session.Config{Loop: loop.Config{Model: &fakeModel{steps: []step{{gate: gate}}}}})
 	c := e.dial("t1")
 	c.send(userMessage("m1", "long"))
 	if ev := c.next(); ev.Type != wire.TypeUserEcho {
@@ -156,7 +156,7 @@ func TestBusyAndInterrupt(t *testing.T) {
 func TestInterruptKillsRunningTool(t *testing.T) {
 	started := make(chan struct{})
 	model := &fakeModel{steps: []step{{calls: []loop.ToolCall{{ID: "w1", Name: "wait"}}}}}
-	e := newEnv(t, session.Config{Model: model, Tools: []tools.Tool{waitTool(started)}})
+	e := newEnv(t, session.Config{Loop: loop.Config{Model: model, Tools: []tools.Tool{waitTool(started)}}})
 	c := e.dial("")
 	c.send(userMessage("m1", "wait"))
 	c.await(wire.TypeToolCall)
@@ -172,7 +172,7 @@ func TestInterruptKillsRunningTool(t *testing.T) {
 }
 
 func TestRequestsAndBadFrames(t *testing.T) {
-	e := newEnv(t, session.Config{Model: &fakeModel{}})
+	e := newEnv(t, session.Config{Loop: loop.Config{Model: &fakeModel{}}})
 	c := e.dial("")
 	tests := []struct {
 		name  string
@@ -209,7 +209,7 @@ func TestRequestsAndBadFrames(t *testing.T) {
 func TestThreadFanOutSurvivesDroppedConnection(t *testing.T) {
 	gate, taken := make(chan struct{}), make(chan struct{})
 	model := &fakeModel{steps: []step{{text: "shared", gate: gate, taken: taken}}}
-	e := newEnv(t, session.Config{Model: model})
+	e := newEnv(t, session.Config{Loop: loop.Config{Model: model}})
 	a, b := e.dial("t1"), e.dial("t1")
 	other := e.dial("t2")
 
@@ -265,7 +265,7 @@ func TestSlowConnectionIsDropped(t *testing.T) {
 		return tools.Result{Output: "flooded"}
 	}}
 	model := &fakeModel{steps: []step{{calls: []loop.ToolCall{{ID: "f", Name: "flood"}}}}}
-	e := newEnv(t, session.Config{Model: model, Tools: []tools.Tool{flood}})
+	e := newEnv(t, session.Config{Loop: loop.Config{Model: model, Tools: []tools.Tool{flood}}})
 	slow := e.dial("t")
 	fast := e.dial("t")
 	done := make(chan []wire.Envelope, 1)

@@ -21,6 +21,9 @@ type thread struct {
 	seq    uint64
 	conns  map[*conn]struct{}
 	cancel context.CancelFunc // of the running turn; nil when idle
+
+	runs    map[uint64]context.CancelFunc // running run_tool requests (runtool.go)
+	nextRun uint64
 }
 
 func newThread(s *Server, name string) *thread {
@@ -72,12 +75,15 @@ func (t *thread) runTurn(ctx context.Context, cancel context.CancelFunc, id, tex
 	t.log.Info("turn done", "id", id, "reason", done.Reason)
 }
 
-// interrupt cancels the running turn, if any.
+// interrupt cancels the running turn and run_tool requests, if any.
 func (t *thread) interrupt() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.cancel != nil {
 		t.cancel()
+	}
+	for _, cancel := range t.runs {
+		cancel()
 	}
 }
 

@@ -74,11 +74,12 @@ type Spec struct {
 // once done with it, even after Wait returned, to release the PTY and kill
 // whatever the command left behind in its process group.
 type Process struct {
-	cmd    *exec.Cmd
-	pid    int
-	master *os.File
-	out    io.Writer
-	grace  time.Duration
+	cmd     *exec.Cmd
+	pid     int
+	master  *os.File
+	ttyName string
+	out     io.Writer
+	grace   time.Duration
 
 	exited   chan struct{} // closed once the main process is reaped
 	waitDone chan struct{} // closed when the waiter goroutine is done
@@ -136,6 +137,7 @@ func Start(ctx context.Context, spec Spec) (*Process, error) {
 		cmd:      cmd,
 		pid:      cmd.Process.Pid,
 		master:   master,
+		ttyName:  tty.Name(),
 		out:      spec.Output,
 		grace:    spec.KillGrace,
 		exited:   make(chan struct{}),

@@ -12,4 +12,10 @@
 // symlinks, are refused. The check guards against mistakes, not a hostile
 // process racing the tool inside the same sandbox; the sandbox itself is the
 // security boundary.
+//
+// execute runs commands through a job manager owned by the Set: a command
+// that waits for terminal input, or was started with background=true, goes
+// on as a background job (job_output, job_write, job_kill, jobs) until it
+// ends or Set.Close kills it. Full outputs are kept as files in a bounded
+// directory that read_file may read. See docs/tools.md.
 package tools

@@ -5,12 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
-	"os"
 	"strings"
 	"time"
 
-	"github.com/boxwire/boxwire/agent/shell"
+	"github.com/boxwire/boxwire/bridge/wire"
 )
 
 // Terminal size for commands: wide, so tools that format for the terminal
@@ -20,45 +18,29 @@ const (
 	execRows = 48
 )
 
-// execEnv is laid over the agent's environment for every command so that
-// nothing waits for a human: pagers print straight through, git and package
-// managers never prompt, editors exit at once, and tools that check CI pick
-// their non-interactive mode. TERM matches the PTY the command runs on.
-var execEnv = []string{
-	"TERM=xterm-256color",
-	"PAGER=cat",
-	"GIT_PAGER=cat",
-	"MANPAGER=cat",
-	"SYSTEMD_PAGER=cat",
-	"GIT_TERMINAL_PROMPT=0",
-	"GIT_EDITOR=true",
-	"EDITOR=true",
-	"VISUAL=true",
-	"DEBIAN_FRONTEND=noninteractive",
-	"PIP_NO_INPUT=1",
-	"CI=1",
-}
-
-// errTimedOut is the cause given to a command's context when its timeout
-// passes, to tell a timeout from an interrupted turn.
-var errTimedOut = errors.New("command timed out")
+// pollInterval is how often a running command is checked for waiting on
+// input.
+const pollInterval = 200 * time.Millisecond
 
 type execute struct {
-	ws      workspace
-	timeout time.Duration
-	limit   int
-	log     *slog.Logger
+	ws         workspace
+	jobs       *jobManager
+	timeout    time.Duration
+	maxTimeout time.Duration
+	inputIdle  time.Duration
 }
 
 func (*execute) Name() string { return "execute" }
 
 func (e *execute) Description() string {
-	return fmt.Sprintf("Run a shell command with bash -c in the workspace (%s) and return its combined "+
-		"stdout and stderr and its exit code. Stdin is /dev/null: the command cannot ask for input, so pass "+
-		"flags such as -y. The command and everything it started are killed when it times out "+
-		"(default %ds, at most %ds) and when it finishes, so do not use it to start servers that must keep "+
-		"running. Long output is cut in the middle.",
-		e.ws.root, int(e.timeout.Seconds()), int(MaxExecTimeout.Seconds()))
+	return fmt.Sprintf("Run a shell command with bash -lc in the workspace (%s) on a terminal and return its "+
+		"combined stdout and stderr and its exit code. Stdin is empty: pass flags such as -y. The command and "+
+		"everything it started are killed when it times out (default %ds, at most %ds). If it stops and waits "+
+		"for typed input, the call returns at once with status awaiting_input and a job id: answer with "+
+		"job_write or stop it with job_kill. For servers and other long-running commands pass background=true "+
+		"and follow them with job_output. Long output is cut in the middle; the result then names a file with "+
+		"the full output that read_file can page through.",
+		e.ws.root, int(e.timeout.Seconds()), int(e.maxTimeout.Seconds()))
 }
 
 func (*execute) Parameters() json.RawMessage {
@@ -66,19 +48,24 @@ func (*execute) Parameters() json.RawMessage {
   "type": "object",
   "properties": {
     "command": {"type": "string", "description": "The bash command line to run."},
-    "timeout": {"type": "integer", "minimum": 1, "maximum": 600, "description": "Timeout in seconds."}
+    "timeout": {"type": "integer", "minimum": 1, "description": "Timeout in seconds."},
+    "background": {"type": "boolean", "description": "Start the command as a background job and return its id at once."}
   },
   "required": ["command"]
 }`)
 }
 
 type executeArgs struct {
-	Command *string `json:"command"`
-	Timeout *int    `json:"timeout"`
+	Command    *string `json:"command"`
+	Timeout    *int    `json:"timeout"`
+	Background bool    `json:"background"`
 }
 
-// Run runs the command on a PTY, streaming its output to call.Output, and
-// blocks until it has exited and been cleaned up.
+// Run runs the command on a PTY, streaming its output to call.Output. It
+// blocks until the command has exited and been cleaned up, its timeout
+// passed or ctx ended (the command is then killed), or it waits for input
+// (it then goes on as a background job); with background=true it returns
+// once the command started.
 func (e *execute) Run(ctx context.Context, call Call) Result {
 	var args executeArgs
 	if err := decodeArgs(call.Args, &args); err != nil {
@@ -92,77 +79,112 @@ func (e *execute) Run(ctx context.Context, call Call) Result {
 		if *args.Timeout <= 0 {
 			return failed("timeout must be a positive number of seconds, got %d", *args.Timeout)
 		}
-		timeout = min(time.Duration(*args.Timeout)*time.Second, MaxExecTimeout)
+		timeout = time.Duration(*args.Timeout) * time.Second
+		if timeout > e.maxTimeout {
+			return failed("timeout %ds is above the maximum of %ds; use background=true for long-running commands",
+				*args.Timeout, int(e.maxTimeout.Seconds()))
+		}
 	}
 	dir, err := e.ws.resolve(".")
 	if err != nil {
 		return failed("%v", err)
 	}
-
-	runCtx, cancel := context.WithTimeoutCause(ctx, timeout, errTimedOut)
-	defer cancel()
-	out := newCapture(e.limit)
-	proc, err := shell.Start(runCtx, shell.Spec{
-		Command: []string{"bash", "-c", *args.Command},
-		Dir:     dir,
-		Env:     mergeEnv(os.Environ(), execEnv),
-		Cols:    execCols,
-		Rows:    execRows,
-		Stdin:   shell.StdinNull,
-		Output:  &tee{capture: out, stream: call.Output},
-	})
-	if err != nil {
-		return failed("%v", err)
+	stream := call.Output
+	if args.Background {
+		stream = nil
 	}
-	began := time.Now()
-	code, waitErr := proc.Wait()
-	closeErr := proc.Close() // kills what the command left in its group
-	e.log.Debug("execute", "call", call.ID, "exit", code, "took", time.Since(began),
-		"bytes", out.total, "wait_err", waitErr, "close_err", closeErr)
+	j, err := e.jobs.start(*args.Command, dir, stream)
+	if err != nil {
+		return failed("start command: %v", err)
+	}
+	if args.Background {
+		j.detach()
+		return Result{Status: wire.StatusBackground, JobID: j.id,
+			Output: fmt.Sprintf("started background job %s; follow it with job_output(id=%q), stop it with job_kill", j.id, j.id)}
+	}
+	defer e.jobs.forget(j)
+	return e.wait(ctx, j, timeout)
+}
 
-	text, truncated := out.text()
-	res := Result{Output: text, ExitCode: &code, Truncated: truncated}
-	if truncated {
-		res.TotalBytes = out.total
+// wait follows a foreground job until it ends, times out, is interrupted
+// or waits for input.
+func (e *execute) wait(ctx context.Context, j *job, timeout time.Duration) Result {
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-j.done:
+			return j.result()
+		case <-ctx.Done():
+			j.kill(wire.StatusInterrupted)
+			return j.result()
+		case <-timer.C:
+			j.kill(wire.StatusTimedOut)
+			res := j.result()
+			res.Err = fmt.Sprintf("command timed out after %s; it and its child processes were killed", timeout)
+			return res
+		case <-tick.C:
+			if j.idleFor() >= e.inputIdle && j.proc.AwaitingInput() {
+				j.detach()
+				return j.snapshot(wire.StatusAwaitingInput, fmt.Sprintf(
+					"the command is waiting for input on its terminal; it goes on as background job %s: "+
+						"answer with job_write(id=%q, input=...) (end lines with \\n) or stop it with job_kill", j.id, j.id))
+			}
+		}
+	}
+}
+
+// result describes an ended job.
+func (j *job) result() Result {
+	<-j.done
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	text, truncated := j.capture.text(j.keptPath)
+	code := j.code
+	res := Result{
+		Output:     text,
+		ExitCode:   &code,
+		Status:     wire.StatusExited,
+		Truncated:  truncated,
+		TotalBytes: j.capture.total,
+		TotalLines: j.capture.totalLines(),
+		OutputPath: j.keptPath,
 	}
 	switch {
-	case errors.Is(waitErr, errTimedOut):
-		res.Err = fmt.Sprintf("command timed out after %s; it and its child processes were killed", timeout)
-	case waitErr != nil && ctx.Err() != nil:
-		res.Err = "interrupted: the command and its child processes were killed"
-	case waitErr != nil:
-		res.Err = fmt.Sprintf("wait for command: %v", waitErr)
+	case j.stopReason == wire.StatusInterrupted:
+		res.Status, res.Err = wire.StatusInterrupted, "interrupted: the command and its child processes were killed"
+	case j.stopReason != "":
+		res.Status = j.stopReason
+	case j.waitErr != nil && !errors.Is(j.waitErr, context.Canceled):
+		res.Err = fmt.Sprintf("wait for command: %v", j.waitErr)
 	}
 	return res
 }
 
-// tee records output for the result and streams it to the caller.
-type tee struct {
-	capture *capture
-	stream  func([]byte)
-}
-
-func (t *tee) Write(p []byte) (int, error) {
-	_, _ = t.capture.Write(p)
-	if t.stream != nil {
-		t.stream(p)
+// snapshot describes a job that is still running, with its output so far.
+func (j *job) snapshot(status, note string) Result {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.clean.FlushLine()
+	path := ""
+	if j.file != nil {
+		path = j.file.path
 	}
-	return len(p), nil
-}
-
-// mergeEnv returns base with the variables of over set, replacing any of
-// the same name.
-func mergeEnv(base, over []string) []string {
-	names := make(map[string]bool, len(over))
-	for _, kv := range over {
-		name, _, _ := strings.Cut(kv, "=")
-		names[name] = true
+	text, truncated := j.capture.text(path)
+	res := Result{
+		Output:     text,
+		Status:     status,
+		JobID:      j.id,
+		Truncated:  truncated,
+		TotalBytes: j.capture.total,
+		TotalLines: j.capture.totalLines(),
+		OutputPath: path,
 	}
-	env := make([]string, 0, len(base)+len(over))
-	for _, kv := range base {
-		if name, _, _ := strings.Cut(kv, "="); !names[name] {
-			env = append(env, kv)
-		}
+	if res.Output != "" && !strings.HasSuffix(res.Output, "\n") {
+		res.Output += "\n"
 	}
-	return append(env, over...)
+	res.Output += "[" + note + "]"
+	return res
 }

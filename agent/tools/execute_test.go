@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/boxwire/boxwire/agent/tools"
+	"github.com/boxwire/boxwire/bridge/wire"
 )
 
 func exitCode(t *testing.T, res tools.Result) int {
@@ -94,15 +95,15 @@ func TestExecuteStreams(t *testing.T) {
 }
 
 func TestExecuteTimeoutKillsGroup(t *testing.T) {
-	set, ws := newSet(t, tools.Config{ExecTimeout: 300 * time.Millisecond})
+	set, ws := newSet(t, tools.Config{ExecTimeout: 2 * time.Second})
 	began := time.Now()
 	res := call(t, set, "execute", map[string]any{
 		"command": "sleep 1000 & echo $! > child.pid; wait",
 	})
-	if !strings.HasPrefix(res.Err, "command timed out after 300ms") {
-		t.Errorf("Err = %q", res.Err)
+	if !strings.HasPrefix(res.Err, "command timed out after 2s") || res.Status != wire.StatusTimedOut {
+		t.Errorf("Err = %q, status %q", res.Err, res.Status)
 	}
-	if d := time.Since(began); d > 5*time.Second {
+	if d := time.Since(began); d > 8*time.Second {
 		t.Errorf("took %v", d)
 	}
 	waitDead(t, readPid(t, filepath.Join(ws, "child.pid")))
@@ -167,10 +168,18 @@ func TestExecuteTruncates(t *testing.T) {
 	}
 	var full strings.Builder
 	for i := 1; i <= 2000; i++ {
-		fmt.Fprintf(&full, "%d\r\n", i)
+		fmt.Fprintf(&full, "%d\n", i)
 	}
-	if res.TotalBytes != int64(full.Len()) {
-		t.Errorf("TotalBytes = %d, want %d", res.TotalBytes, full.Len())
+	if res.TotalBytes != int64(full.Len()) || res.TotalLines != 2000 {
+		t.Errorf("TotalBytes = %d, TotalLines = %d, want %d, 2000", res.TotalBytes, res.TotalLines, full.Len())
+	}
+	if res.OutputPath == "" || readFile(t, res.OutputPath) != full.String() {
+		t.Errorf("OutputPath %q does not hold the full output", res.OutputPath)
+	}
+	// read_file pages through it, though it is outside the workspace.
+	page := call(t, set, "read_file", map[string]any{"path": res.OutputPath, "offset": 1990})
+	if page.Err != "" || !strings.HasPrefix(page.Output, "1991\t1991\n") || !strings.Contains(page.Output, "of 2000, end of file") {
+		t.Errorf("read_file of the output file: %+v", page)
 	}
 	head, tail, ok := strings.Cut(res.Output, "\n... [")
 	if !ok {
@@ -182,18 +191,18 @@ func TestExecuteTruncates(t *testing.T) {
 	if !strings.HasSuffix(tail, "1999\n2000\n") {
 		t.Errorf("tail ends %q", tail[len(tail)-20:])
 	}
-	omitted, _, _ := strings.Cut(tail, " bytes omitted] ...\n")
+	omitted, _, _ := strings.Cut(tail, " bytes omitted; the full output is in "+res.OutputPath+"] ...\n")
 	n, err := strconv.Atoi(omitted)
 	if err != nil || n != full.Len()-1000 {
 		t.Errorf("marker says %q bytes omitted, want %d", omitted, full.Len()-1000)
 	}
-	if len(res.Output) > 1000+100 {
+	if len(res.Output) > 1000+200 {
 		t.Errorf("output is %d bytes for a limit of 1000", len(res.Output))
 	}
 
 	// Output under the limit is not cut.
 	res = call(t, set, "execute", map[string]any{"command": "seq 1 10"})
-	if res.Truncated || res.TotalBytes != 0 || res.Output != "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n" {
+	if res.Truncated || res.TotalBytes != 21 || res.TotalLines != 10 || res.OutputPath != "" || res.Output != "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n" {
 		t.Errorf("short output: %+v", res)
 	}
 }

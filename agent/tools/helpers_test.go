@@ -25,7 +25,12 @@ func newSet(t *testing.T, cfg tools.Config) (*tools.Set, string) {
 		t.Fatal(err)
 	}
 	cfg.Workspace = ws
-	return tools.New(cfg), ws
+	if cfg.OutputDir == "" {
+		cfg.OutputDir = t.TempDir()
+	}
+	set := tools.New(cfg)
+	t.Cleanup(func() { _ = set.Close() })
+	return set, ws
 }
 
 // call runs the named tool with args (marshalled unless already raw) and

@@ -8,9 +8,34 @@ import (
 	"strings"
 )
 
-// workspace confines paths to a root directory.
+// workspace confines paths to a root directory, and allows reads of one
+// more directory (where command outputs are kept).
 type workspace struct {
-	root string
+	root     string
+	readOnly string
+}
+
+// resolveRead is resolve for tools that only read: it also accepts a path
+// inside the read-only directory (an absolute path there, as execute's
+// results name them).
+func (w workspace) resolveRead(path string) (string, error) {
+	real, err := w.resolve(path)
+	if err == nil || w.readOnly == "" || !filepath.IsAbs(path) {
+		return real, err
+	}
+	dir, derr := filepath.EvalSymlinks(w.readOnly)
+	if derr != nil {
+		return "", err
+	}
+	abs := filepath.Clean(path)
+	if !within(filepath.Clean(w.readOnly), abs) && !within(dir, abs) {
+		return "", err
+	}
+	r, rerr := evalExisting(abs)
+	if rerr != nil || !within(dir, r) {
+		return "", err
+	}
+	return r, nil
 }
 
 // resolve turns a path from the model into the real absolute path it names:
@@ -83,4 +108,31 @@ func (w workspace) display(real string) string {
 		return rel
 	}
 	return real
+}
+
+// resolveLink is resolve for tools that act on a name itself (delete): the
+// parent directory is resolved and must be inside the workspace, but a
+// final symlink is not followed.
+func (w workspace) resolveLink(path string) (string, error) {
+	if path == "" {
+		return "", errors.New("path is empty")
+	}
+	abs := filepath.Clean(path)
+	if !filepath.IsAbs(abs) {
+		abs = filepath.Join(w.root, abs)
+	}
+	if abs == filepath.Clean(w.root) {
+		return w.resolve(path)
+	}
+	dir, err := w.resolve(filepath.Dir(abs))
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, filepath.Base(abs)), nil
+}
+
+// isRoot reports whether real is the workspace root.
+func (w workspace) isRoot(real string) bool {
+	root, err := filepath.EvalSymlinks(w.root)
+	return err == nil && filepath.Clean(real) == root
 }

@@ -15,8 +15,10 @@ import (
 
 const (
 	defaultReadLimit = 200
-	// maxLineBytes caps one line as shown; the rest is counted, not shown.
+	// maxLineBytes is the longest line part shown; longer lines come in
+	// parts. maxLineKeep caps one line as read; the rest is counted only.
 	maxLineBytes = 2000
+	maxLineKeep  = 256 << 10
 	// binarySniff is how much of a file is checked for NUL bytes.
 	binarySniff = 8 << 10
 )
@@ -30,8 +32,9 @@ func (*readFile) Name() string { return "read_file" }
 
 func (*readFile) Description() string {
 	return "Read a text file from the workspace. Lines come numbered as \"N<TAB>text\", " +
-		"a page at a time (200 lines unless limit says otherwise); the result says how many " +
-		"lines the file has and which offset continues it. Binary files are refused."
+		"a page at a time (200 lines unless limit says otherwise); very long lines come in parts N.1, N.2, ... " +
+		"The result says how many lines the file has and which offset continues it. Binary files are refused. " +
+		"It can also read the full-output files that execute names (outside the workspace)."
 }
 
 func (*readFile) Parameters() json.RawMessage {
@@ -72,7 +75,7 @@ func (r *readFile) Run(_ context.Context, call Call) Result {
 			return failed("limit must be 1 or more, got %d", limit)
 		}
 	}
-	real, err := r.ws.resolve(*args.Path)
+	real, err := r.ws.resolveRead(*args.Path)
 	if err != nil {
 		return failed("%v", err)
 	}
@@ -123,13 +126,15 @@ func openRegular(path, name string) (*os.File, error) {
 }
 
 // page formats lines offset+1 .. offset+limit, stopping early when the
-// output would pass the byte limit, and counts the file's lines.
+// output would pass the byte limit, and counts the file's lines. A line
+// longer than maxLineBytes is shown in parts N.1, N.2, ... that count as
+// one line.
 func (r *readFile) page(br *bufio.Reader, name string, offset, limit int) Result {
 	var b strings.Builder
 	total, last := 0, 0 // lines seen; last line shown
 	full := false       // the byte limit stopped the page
 	for {
-		line, more, err := readLine(br)
+		line, dropped, more, err := readLine(br)
 		if err != nil {
 			return failed("read %s: %v", name, err)
 		}
@@ -140,13 +145,20 @@ func (r *readFile) page(br *bufio.Reader, name string, offset, limit int) Result
 		if total <= offset || total > offset+limit || full {
 			continue
 		}
-		entry := fmt.Sprintf("%d\t%s\n", total, line)
+		entry := formatLine(total, line, dropped)
 		if b.Len()+len(entry) > r.limit && last > offset {
 			full = true
 			continue
 		}
+		if b.Len()+len(entry) > r.limit { // a first line too long for a page
+			entry = entry[:len(trimPartialRune([]byte(entry[:r.limit])))]
+			entry += fmt.Sprintf("\n[line %d goes on past this page's %d bytes; see it with execute, e.g. cut -c or fold]\n", total, r.limit)
+		}
 		b.WriteString(entry)
 		last = total
+	}
+	if total == 0 {
+		return Result{Output: fmt.Sprintf("(%s is empty)", name)}
 	}
 	if offset >= total {
 		return failed("offset %d is past the end of %s, which has %d lines", offset, name, total)
@@ -159,18 +171,41 @@ func (r *readFile) page(br *bufio.Reader, name string, offset, limit int) Result
 	return Result{Output: b.String()}
 }
 
+// formatLine numbers a line, splitting a long one into parts N.1, N.2, ...
+// on character boundaries.
+func formatLine(n int, line string, dropped int) string {
+	if len(line) <= maxLineBytes && dropped == 0 {
+		return fmt.Sprintf("%d\t%s\n", n, line)
+	}
+	var b strings.Builder
+	for part := 1; len(line) > 0; part++ {
+		k := min(maxLineBytes, len(line))
+		if k < len(line) {
+			k = len(trimPartialRune([]byte(line[:k])))
+			if k == 0 {
+				k = min(maxLineBytes, len(line))
+			}
+		}
+		fmt.Fprintf(&b, "%d.%d\t%s\n", n, part, line[:k])
+		line = line[k:]
+	}
+	if dropped > 0 {
+		fmt.Fprintf(&b, "%d\t... [line cut: %d more bytes]\n", n, dropped)
+	}
+	return b.String()
+}
+
 // readLine returns the next line without its line ending, cut to
-// maxLineBytes with a note of what was left out. more is false at the end
-// of the input.
-func readLine(br *bufio.Reader) (line string, more bool, err error) {
+// maxLineKeep bytes; dropped counts the bytes left out. more is false at
+// the end of the input.
+func readLine(br *bufio.Reader) (line string, dropped int, more bool, err error) {
 	var buf []byte
-	dropped := 0
 	for {
 		chunk, err := br.ReadSlice('\n')
 		if err == nil {
 			chunk = chunk[:len(chunk)-1] // the newline
 		}
-		keep := min(max(maxLineBytes-len(buf), 0), len(chunk))
+		keep := min(max(maxLineKeep-len(buf), 0), len(chunk))
 		buf = append(buf, chunk[:keep]...)
 		dropped += len(chunk) - keep
 		if err == nil {
@@ -180,16 +215,16 @@ func readLine(br *bufio.Reader) (line string, more bool, err error) {
 			continue
 		}
 		if !errors.Is(err, io.EOF) {
-			return "", false, err
+			return "", 0, false, err
 		}
 		if len(buf) == 0 && dropped == 0 {
-			return "", false, nil
+			return "", 0, false, nil
 		}
 		break
 	}
 	s := strings.TrimSuffix(string(buf), "\r")
 	if dropped > 0 {
-		s = fmt.Sprintf("%s... [line cut: %d more bytes]", trimPartialRune([]byte(s)), dropped)
+		s = string(trimPartialRune([]byte(s)))
 	}
-	return s, true, nil
+	return s, dropped, true, nil
 }

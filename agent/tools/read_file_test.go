@@ -78,11 +78,31 @@ func TestReadFileSpecialContent(t *testing.T) {
 		t.Errorf("NUL after 8 KiB: Err = %q", res.Err)
 	}
 
-	// A long line is cut on a character boundary, with a note.
+	// A line longer than the page is cut on a character boundary, with a
+	// note.
 	res := call(t, set, "read_file", map[string]any{"path": "wide"})
-	first, _, _ := strings.Cut(res.Output, "\n")
-	if !strings.HasPrefix(first, "1\té") || !strings.Contains(first, "... [line cut: 4000 more bytes]") {
-		t.Errorf("long line: %q", first)
+	if !strings.HasPrefix(res.Output, "1.1\té") || !strings.Contains(res.Output, "[line 1 goes on past this page's 1000 bytes") {
+		t.Errorf("long line: %q", res.Output)
+	}
+
+	// With room, a long line comes in parts that count as one line.
+	big := tools.New(tools.Config{Workspace: ws, OutputDir: t.TempDir()})
+	defer big.Close()
+	res = call(t, big, "read_file", map[string]any{"path": filepath.Join(ws, "wide"), "limit": 2})
+	lines := strings.Split(res.Output, "\n")
+	if len(lines) < 4 {
+		t.Fatalf("parts: %+v", res)
+	}
+	var nums []string
+	for _, l := range lines[:4] {
+		n, text, _ := strings.Cut(l, "\t")
+		nums = append(nums, n)
+		if n != "2" && (len(text) != 2000 || strings.Trim(text, "é") != "") {
+			t.Errorf("part %s is %d bytes", n, len(text))
+		}
+	}
+	if strings.Join(nums, " ") != "1.1 1.2 1.3 2" || !strings.Contains(res.Output, "lines 1-2 of 2, end of file") {
+		t.Errorf("parts: %q", res.Output)
 	}
 
 	// The page stops at the output limit and says where to go on.

@@ -12,10 +12,19 @@ import (
 const (
 	DefaultWorkspace   = "/workspace"
 	DefaultExecTimeout = 120 * time.Second
-	// MaxExecTimeout caps the per-call timeout argument of execute.
-	MaxExecTimeout     = 10 * time.Minute
-	DefaultOutputLimit = 30 << 10
+	// DefaultMaxExecTimeout is the largest timeout argument execute takes
+	// when Config.MaxExecTimeout is zero.
+	DefaultMaxExecTimeout = 10 * time.Minute
+	DefaultOutputLimit    = 30 << 10
+	DefaultOutputDir      = "/tmp/boxwire/output"
+	DefaultOutputDirLimit = 64 << 20
+	DefaultInputIdle      = 3 * time.Second
+	DefaultKillGrace      = 500 * time.Millisecond
 )
+
+// MaxExecTimeout is kept for callers of the skeleton's API; it equals
+// DefaultMaxExecTimeout.
+const MaxExecTimeout = DefaultMaxExecTimeout
 
 // Config configures the tools. The zero value is usable.
 type Config struct {
@@ -23,12 +32,33 @@ type Config struct {
 	// empty means DefaultWorkspace.
 	Workspace string
 	// ExecTimeout is execute's default timeout; a call's own timeout
-	// argument replaces it, up to MaxExecTimeout. Zero means
-	// DefaultExecTimeout.
+	// argument replaces it. Zero means DefaultExecTimeout.
 	ExecTimeout time.Duration
+	// MaxExecTimeout is the largest timeout a call may ask for; larger
+	// ones are refused. Zero means DefaultMaxExecTimeout.
+	MaxExecTimeout time.Duration
 	// OutputLimit is how many bytes of output the model sees from one call;
 	// zero means DefaultOutputLimit.
 	OutputLimit int
+	// OutputDir holds the full output of commands (read_file may read it,
+	// read-only, though it is outside the workspace); empty means
+	// DefaultOutputDir. OutputDirLimit bounds its total size, oldest files
+	// going first; zero means DefaultOutputDirLimit.
+	OutputDir      string
+	OutputDirLimit int64
+	// Env is extra environment for commands (e.g. HTTP_PROXY), laid over
+	// the allowlisted variables and non-interactive defaults. Commands
+	// never inherit the rest of the agent's environment.
+	Env []string
+	// InputIdle is how long a command must be silent, blocked reading its
+	// terminal, before execute returns with status awaiting_input; zero
+	// means DefaultInputIdle.
+	InputIdle time.Duration
+	// KillGrace is how long a stopped command's process group has between
+	// SIGTERM and SIGKILL; zero means DefaultKillGrace.
+	KillGrace time.Duration
+	// NoRipgrep makes grep use its Go search even when rg is in PATH.
+	NoRipgrep bool
 	// Logger receives debug logs of tool runs; nil discards them.
 	Logger *slog.Logger
 }
@@ -40,8 +70,24 @@ func (c Config) withDefaults() Config {
 	if c.ExecTimeout <= 0 {
 		c.ExecTimeout = DefaultExecTimeout
 	}
+	if c.MaxExecTimeout <= 0 {
+		c.MaxExecTimeout = DefaultMaxExecTimeout
+	}
+	c.ExecTimeout = min(c.ExecTimeout, c.MaxExecTimeout)
 	if c.OutputLimit <= 0 {
 		c.OutputLimit = DefaultOutputLimit
+	}
+	if c.OutputDir == "" {
+		c.OutputDir = DefaultOutputDir
+	}
+	if c.OutputDirLimit <= 0 {
+		c.OutputDirLimit = DefaultOutputDirLimit
+	}
+	if c.InputIdle <= 0 {
+		c.InputIdle = DefaultInputIdle
+	}
+	if c.KillGrace <= 0 {
+		c.KillGrace = DefaultKillGrace
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -49,29 +95,54 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Set is the collection of tools offered to the model. It is immutable and
-// safe for concurrent use.
+// Set is the collection of tools offered to the model. Its tools are safe
+// for concurrent use. Background jobs started through it run until they
+// end, are killed, or Close is called.
 type Set struct {
 	byName map[string]Tool
 	sorted []Tool
+	jobs   *jobManager
 }
 
-// New returns the tools configured by cfg. It does not touch the
-// filesystem; a missing workspace shows up in the calls' results.
+// New returns the tools configured by cfg. It starts nothing and does not
+// touch the filesystem; a missing workspace shows up in the calls'
+// results. Call Close when done to kill background jobs.
 func New(cfg Config) *Set {
 	cfg = cfg.withDefaults()
 	root, err := filepath.Abs(cfg.Workspace)
 	if err != nil {
 		root = filepath.Clean(cfg.Workspace)
 	}
-	ws := workspace{root: root}
+	outDir, err := filepath.Abs(cfg.OutputDir)
+	if err != nil {
+		outDir = filepath.Clean(cfg.OutputDir)
+	}
+	ws := workspace{root: root, readOnly: outDir}
+	jobs := &jobManager{
+		store: &outputStore{dir: outDir, limit: cfg.OutputDirLimit, log: cfg.Logger, inUse: map[string]bool{}},
+		limit: cfg.OutputLimit,
+		grace: cfg.KillGrace,
+		env:   childEnv(cfg.Env),
+		cols:  execCols,
+		rows:  execRows,
+		jobs:  map[string]*job{},
+	}
 	all := []Tool{
-		&execute{ws: ws, timeout: cfg.ExecTimeout, limit: cfg.OutputLimit, log: cfg.Logger},
+		&execute{ws: ws, jobs: jobs, timeout: cfg.ExecTimeout, maxTimeout: cfg.MaxExecTimeout, inputIdle: cfg.InputIdle},
 		&readFile{ws: ws, limit: cfg.OutputLimit},
 		&writeFile{ws: ws},
+		&editFile{ws: ws},
+		&deleteTool{ws: ws},
+		&ls{ws: ws, limit: cfg.OutputLimit},
+		&glob{ws: ws, limit: cfg.OutputLimit},
+		&grep{ws: ws, limit: cfg.OutputLimit, noRipgrep: cfg.NoRipgrep},
+		&jobOutput{jobs: jobs},
+		&jobWrite{jobs: jobs},
+		&jobKill{jobs: jobs},
+		&jobList{jobs: jobs},
 	}
 	slices.SortFunc(all, func(a, b Tool) int { return strings.Compare(a.Name(), b.Name()) })
-	s := &Set{byName: make(map[string]Tool, len(all)), sorted: all}
+	s := &Set{byName: make(map[string]Tool, len(all)), sorted: all, jobs: jobs}
 	for _, t := range all {
 		s.byName[t.Name()] = t
 	}
@@ -87,4 +158,12 @@ func (s *Set) Lookup(name string) (Tool, bool) {
 // All returns every tool, sorted by name. The slice is the caller's.
 func (s *Set) All() []Tool {
 	return slices.Clone(s.sorted)
+}
+
+// Close kills every running command (foreground and background) with its
+// process group and waits until they are gone; later commands are refused.
+// It blocks for about the kill grace period at most, and is idempotent.
+func (s *Set) Close() error {
+	s.jobs.Close()
+	return nil
 }

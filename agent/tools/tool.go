@@ -35,11 +35,22 @@ type Call struct {
 type Result struct {
 	// Output is the text the model sees, already capped.
 	Output string
-	// ExitCode is the process exit status (execute only).
+	// ExitCode is the process exit status (execute, once the command
+	// ended).
 	ExitCode *int
-	// Truncated says Output was cut; TotalBytes is the size before cutting.
+	// Status says how a command ended or why it is still running: one of
+	// the wire.Status constants; empty for file tools.
+	Status string
+	// JobID names the background job a command became (status background
+	// or awaiting_input).
+	JobID string
+	// Truncated says Output was cut. TotalBytes and TotalLines are the
+	// sizes of the whole output (execute sets them always), and OutputPath
+	// is a file holding it, which read_file can page through.
 	Truncated  bool
 	TotalBytes int64
+	TotalLines int64
+	OutputPath string
 	// Err, when set, says the call failed and why, for the model to read.
 	Err string
 }

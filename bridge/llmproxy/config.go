@@ -21,13 +21,55 @@ type Config struct {
 	HTTPClient *http.Client
 	// Logger receives the proxy's logs; nil means slog.Default().
 	Logger *slog.Logger
+
+	// Token, when set, must arrive as "Authorization: Bearer <Token>" on
+	// every call; others are answered 401. The bridge gives each sandbox a
+	// random token of its own, valid only on that sandbox's socket.
+	Token string
+	// Models is the model allowlist; empty allows any model.
+	Models []string
+	// RequestsPerMinute caps model calls in any 60-second window; 0 means
+	// no cap.
+	RequestsPerMinute int
+	// TokenBudget caps the total tokens (as the upstream reports them) of
+	// all calls through this proxy; 0 means no cap. A call that starts
+	// under the budget may end over it; the next one is refused.
+	TokenBudget int
+	// OnUsage, when set, is called after every forwarded chat completion
+	// with its usage and the running totals. It must not block.
+	OnUsage func(UsageReport)
+	// OnRefused, when set, is called when a budget or the model allowlist
+	// refuses a call, with the reason. It must not block.
+	OnRefused func(Refusal)
+}
+
+// Usage is a call's token counts as the upstream reported them.
+type Usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+// UsageReport is passed to Config.OnUsage.
+type UsageReport struct {
+	Model       string
+	Call, Total Usage
+	Requests    int
+	TokenBudget int
+}
+
+// Refusal is passed to Config.OnRefused. Budget says a budget (not the
+// model allowlist) refused the call.
+type Refusal struct {
+	Budget bool
+	Reason string
 }
 
 const redacted = "[redacted]"
 
 // String prints the configuration with the key redacted.
 func (c Config) String() string {
-	return fmt.Sprintf("llmproxy.Config{Upstream: %q, APIKey: %s}", c.Upstream, c.redactedKey())
+	return fmt.Sprintf("llmproxy.Config{Upstream: %q, APIKey: %s, Token: %s}", c.Upstream, c.redactedKey(), redactIfSet(c.Token))
 }
 
 // LogValue logs the configuration with the key redacted.
@@ -35,6 +77,10 @@ func (c Config) LogValue() slog.Value {
 	return slog.GroupValue(
 		slog.String("upstream", c.Upstream),
 		slog.String("api_key", c.redactedKey()),
+		slog.String("token", redactIfSet(c.Token)),
+		slog.Any("models", c.Models),
+		slog.Int("requests_per_minute", c.RequestsPerMinute),
+		slog.Int("token_budget", c.TokenBudget),
 	)
 }
 
@@ -43,6 +89,13 @@ func (c Config) GoString() string { return c.String() }
 
 func (c Config) redactedKey() string {
 	if c.APIKey == "" {
+		return "(none)"
+	}
+	return redacted
+}
+
+func redactIfSet(s string) string {
+	if s == "" {
 		return "(none)"
 	}
 	return redacted

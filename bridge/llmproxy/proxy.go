@@ -1,6 +1,7 @@
 package llmproxy
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -43,10 +44,15 @@ var forwardedHeaders = []string{"Content-Type", "Accept", "User-Agent", "OpenAI-
 // request blocks until the upstream answer is fully streamed or either side
 // goes away.
 type Proxy struct {
-	base   *url.URL
-	key    string
-	client *http.Client
-	log    *slog.Logger
+	base      *url.URL
+	key       string
+	token     string
+	models    []string
+	client    *http.Client
+	log       *slog.Logger
+	meter     *meter
+	onUsage   func(UsageReport)
+	onRefused func(Refusal)
 }
 
 // New checks cfg and returns a proxy. It starts nothing.
@@ -61,7 +67,15 @@ func New(cfg Config) (*Proxy, error) {
 	if (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
 		return nil, fmt.Errorf("llmproxy: upstream %q is not an http(s) URL", cfg.Upstream)
 	}
-	p := &Proxy{base: base, key: cfg.APIKey, client: cfg.HTTPClient, log: cfg.Logger}
+	if cfg.RequestsPerMinute < 0 || cfg.TokenBudget < 0 {
+		return nil, errors.New("llmproxy: budgets must not be negative")
+	}
+	p := &Proxy{
+		base: base, key: cfg.APIKey, token: cfg.Token, models: cfg.Models,
+		client: cfg.HTTPClient, log: cfg.Logger,
+		meter:   &meter{rpm: cfg.RequestsPerMinute, budget: cfg.TokenBudget, now: time.Now},
+		onUsage: cfg.OnUsage, onRefused: cfg.OnRefused,
+	}
 	if p.client == nil {
 		p.client = defaultClient()
 	}
@@ -80,6 +94,11 @@ func defaultClient() *http.Client {
 
 // ServeHTTP forwards one request; see the package documentation.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !p.authorized(r) {
+		p.log.Warn("llm call without this sandbox's token", "path", r.URL.Path)
+		writeError(w, http.StatusUnauthorized, "invalid_request_error", "missing or wrong sandbox token")
+		return
+	}
 	method, ok := routes[r.URL.Path]
 	if !ok {
 		writeError(w, http.StatusNotFound, "invalid_request_error", "unknown path "+r.URL.Path)
@@ -89,7 +108,17 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "invalid_request_error", r.Method+" "+r.URL.Path+" is not supported")
 		return
 	}
-	out, err := p.outgoing(r)
+	var (
+		body []byte
+		chat chatRequest
+	)
+	if r.Method == http.MethodPost {
+		var ok bool
+		if body, chat, ok = p.admit(w, r); !ok {
+			return
+		}
+	}
+	out, err := p.outgoing(r, body)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "proxy_error", p.redact(err.Error()))
 		return
@@ -105,27 +134,75 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		"after", time.Since(start).Round(time.Millisecond))
 	copyHeaders(w.Header(), resp.Header)
 	w.WriteHeader(resp.StatusCode)
-	if err := stream(w, resp.Body); err != nil && r.Context().Err() == nil {
+	scan := &usageScanner{sse: strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")}
+	if err := stream(w, io.TeeReader(resp.Body, scan)); err != nil && r.Context().Err() == nil {
 		p.log.Warn("llm stream cut", "path", r.URL.Path, "err", p.redact(err.Error()))
+	}
+	if r.Method != http.MethodPost {
+		return
+	}
+	if resp.StatusCode >= 300 {
+		p.log.Warn("llm upstream refused", "status", resp.StatusCode, "model", chat.Model)
+		return
+	}
+	p.recordUsage(chat.Model, scan)
+}
+
+// admit reads a chat completion request and applies the allowlist and the
+// budgets. It answers the caller itself when it returns false.
+func (p *Proxy) admit(w http.ResponseWriter, r *http.Request) ([]byte, chatRequest, bool) {
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBytes))
+	if err != nil {
+		writeError(w, http.StatusRequestEntityTooLarge, "invalid_request_error",
+			fmt.Sprintf("request body unreadable or over %d bytes", maxRequestBytes))
+		return nil, chatRequest{}, false
+	}
+	data, chat, err := prepareChat(data)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", err.Error())
+		return nil, chat, false
+	}
+	if !p.modelAllowed(chat.Model) {
+		p.refuse(w, http.StatusForbidden, false, fmt.Sprintf("model %q is not allowed by the bridge", chat.Model))
+		return nil, chat, false
+	}
+	if reason, ok := p.meter.admit(); !ok {
+		p.refuse(w, http.StatusTooManyRequests, true, reason)
+		return nil, chat, false
+	}
+	return data, chat, true
+}
+
+// recordUsage counts a finished call and reports it.
+func (p *Proxy) recordUsage(model string, scan *usageScanner) {
+	u, err := scan.result()
+	if err != nil {
+		p.log.Debug("llm usage unknown", "model", model, "err", err)
+	}
+	rep := p.meter.record(model, u)
+	p.log.Info("llm call", "model", model, "tokens", u.TotalTokens, "thread_tokens", rep.Total.TotalTokens,
+		"calls", rep.Requests)
+	if p.onUsage != nil {
+		p.onUsage(rep)
 	}
 }
 
 // outgoing builds the upstream request: the path under /v1 joined onto the
 // base, the body as is, the key as the only credential.
-func (p *Proxy) outgoing(r *http.Request) (*http.Request, error) {
+func (p *Proxy) outgoing(r *http.Request, data []byte) (*http.Request, error) {
 	target := *p.base
 	target.Path = strings.TrimSuffix(p.base.Path, "/") + strings.TrimPrefix(r.URL.Path, "/v1")
 	target.RawPath = ""
 	target.RawQuery = r.URL.RawQuery
 	var body io.Reader
 	if r.Method == http.MethodPost {
-		body = http.MaxBytesReader(nil, r.Body, maxRequestBytes)
+		body = bytes.NewReader(data)
 	}
 	out, err := http.NewRequestWithContext(r.Context(), r.Method, target.String(), body)
 	if err != nil {
 		return nil, fmt.Errorf("build upstream request: %w", err)
 	}
-	out.ContentLength = r.ContentLength
+	out.ContentLength = int64(len(data))
 	for _, h := range forwardedHeaders {
 		if v := r.Header.Values(h); len(v) > 0 {
 			out.Header[h] = v

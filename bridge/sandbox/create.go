@@ -98,7 +98,10 @@ func (d *Docker) hostConfig(spec Spec) *container.HostConfig {
 		MemoryBytes: spec.MemoryBytes,
 		NanoCPUs:    spec.NanoCPUs,
 	}.withDefaults(d.defaults)
-	noInit := false
+	runtime := d.runtime
+	if spec.Runtime != "" {
+		runtime = spec.Runtime
+	}
 	secOpts := []string{"no-new-privileges"}
 	if d.seccomp != "" {
 		secOpts = append(secOpts, "seccomp="+d.seccomp)
@@ -108,8 +111,8 @@ func (d *Docker) hostConfig(spec Spec) *container.HostConfig {
 		CapDrop:        []string{"ALL"},
 		SecurityOpt:    secOpts,
 		ReadonlyRootfs: true,
-		Init:           &noInit,
-		Runtime:        d.runtime,
+		Init:           &d.init,
+		Runtime:        runtime,
 		Tmpfs: map[string]string{
 			"/tmp": "rw,nosuid,nodev,mode=1777,size=" + strconv.FormatInt(lim.TmpfsBytes, 10),
 		},

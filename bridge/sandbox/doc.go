@@ -13,6 +13,10 @@
 // SocketMount, which holds unix sockets; the workspace is an optional named
 // volume at WorkspaceMount that outlives the container.
 //
+// SeccompProfile builds boxwire's seccomp profile (the moby default with
+// DeniedSyscalls denied); the labels in labels.go are what the bridge puts
+// on every container and volume.
+//
 // Errors that callers act on wrap the sentinels ErrEngineUnavailable,
 // ErrNotFound and ErrImageNotFound; test for them with errors.Is.
 package sandbox

@@ -68,8 +68,11 @@ type DockerConfig struct {
 	// applied to every sandbox instead of the engine's default.
 	SeccompProfile string
 	// Runtime, when set, is the OCI runtime to use ("runsc" for gVisor);
-	// empty means the engine's default.
+	// empty means the engine's default. Spec.Runtime overrides it.
 	Runtime string
+	// Init runs the engine's init (docker run --init) as PID 1. Leave it
+	// false for images that bring their own (boxwire's image runs tini).
+	Init bool
 }
 
 // Docker is a Manager on the Docker Engine API. It is safe for concurrent
@@ -82,6 +85,7 @@ type Docker struct {
 	defaults  Limits
 	seccomp   string
 	runtime   string
+	init      bool
 	closeOnce sync.Once
 }
 
@@ -110,6 +114,7 @@ func NewDocker(cfg DockerConfig) (*Docker, error) {
 		defaults: cfg.Defaults,
 		seccomp:  cfg.SeccompProfile,
 		runtime:  cfg.Runtime,
+		init:     cfg.Init,
 	}, nil
 }
 

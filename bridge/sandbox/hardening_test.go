@@ -1,6 +1,7 @@
 package sandbox_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -153,4 +154,41 @@ func TestSeccompProfile(t *testing.T) {
 		t.Errorf("mkdir under the profile: exit %d, stderr %q; want operation not permitted", code, errOut)
 	}
 	e.mustExec(sb.ID, "touch", "/tmp/allowed")
+}
+
+// TestBuiltinSeccompProfile checks SeccompProfile from inside a sandbox:
+// each of DeniedSyscalls that exists on x86_64 fails with EPERM, while the
+// ordinary calls of a shell keep working.
+func TestBuiltinSeccompProfile(t *testing.T) {
+	e := newEnv(t)
+	profile, err := sandbox.SeccompProfile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := sandbox.NewDocker(sandbox.DockerConfig{SeccompProfile: profile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = mgr.Close() })
+	e.mgr = mgr
+	sb := e.create(e.spec())
+	tests := []struct {
+		name string
+		nr   int // x86_64
+	}{
+		{"io_uring_setup", 425}, {"io_uring_enter", 426}, {"io_uring_register", 427},
+		{"ptrace", 101}, {"process_vm_readv", 310}, {"process_vm_writev", 311},
+		{"personality", 135}, {"userfaultfd", 323}, {"keyctl", 250}, {"add_key", 248},
+		{"request_key", 249}, {"bpf", 321}, {"perf_event_open", 298}, {"unshare", 272},
+		{"setns", 308}, {"mount", 165}, {"umount2", 166}, {"pivot_root", 155},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			prog := fmt.Sprintf(`$r = syscall(%d, 0, 0, 0, 0, 0); print "$r ", $!+0`, tc.nr)
+			if got := e.mustExec(sb.ID, "perl", "-e", prog); got != "-1 1" {
+				t.Errorf("%s: %q, want -1 1 (EPERM)", tc.name, got)
+			}
+		})
+	}
+	e.mustExec(sb.ID, "sh", "-c", "mkdir /tmp/d && echo ok > /tmp/d/f && cat /tmp/d/f")
 }

@@ -34,6 +34,9 @@ func (d *Docker) Inspect(ctx context.Context, id string) (Sandbox, error) {
 		sb.ExitCode = c.State.ExitCode
 		sb.OOMKilled = c.State.OOMKilled
 	}
+	if c.HostConfig != nil {
+		sb.Runtime = c.HostConfig.Runtime
+	}
 	if t, err := time.Parse(time.RFC3339Nano, c.Created); err == nil {
 		sb.Created = t
 	}
@@ -93,6 +96,24 @@ func (d *Docker) List(ctx context.Context, labels map[string]string) ([]Sandbox,
 	out := make([]Sandbox, 0, len(res.Items))
 	for _, c := range res.Items {
 		out = append(out, fromSummary(c))
+	}
+	return out, nil
+}
+
+// ListVolumes returns the names of the volumes whose labels include all of
+// labels (every volume when labels is empty).
+func (d *Docker) ListVolumes(ctx context.Context, labels map[string]string) ([]string, error) {
+	f := client.Filters{}
+	for k, v := range labels {
+		f.Add("label", k+"="+v)
+	}
+	res, err := d.cli.VolumeList(ctx, client.VolumeListOptions{Filters: f})
+	if err != nil {
+		return nil, fmt.Errorf("list volumes: %w", d.mapErr(err, nil))
+	}
+	out := make([]string, 0, len(res.Items))
+	for _, v := range res.Items {
+		out = append(out, v.Name)
 	}
 	return out, nil
 }

@@ -30,6 +30,9 @@ type Manager interface {
 	RemoveVolume(ctx context.Context, name string) error
 	// List returns the sandboxes whose labels include all of labels.
 	List(ctx context.Context, labels map[string]string) ([]Sandbox, error)
+	// ListVolumes returns the names of the workspace volumes whose labels
+	// include all of labels.
+	ListVolumes(ctx context.Context, labels map[string]string) ([]string, error)
 	// Close releases the engine connection.
 	Close() error
 }
@@ -57,6 +60,9 @@ type Spec struct {
 	// Cmd, when set, overrides the image's command (not its entrypoint).
 	// Empty means the image's command.
 	Cmd []string
+	// Runtime, when set, is the OCI runtime for this sandbox ("runsc");
+	// empty means the manager's default.
+	Runtime string
 	// Limits: zero means the manager's default.
 	PidsLimit   int64
 	MemoryBytes int64
@@ -80,6 +86,9 @@ type Sandbox struct {
 	ExitCode  int
 	OOMKilled bool
 	Created   time.Time
+	// Runtime is the OCI runtime it runs under (Inspect only; empty when
+	// unknown or the engine's default).
+	Runtime string
 }
 
 // Errors that callers test for with errors.Is.

@@ -49,6 +49,8 @@ type client struct {
 	closeCode int
 	closeText string
 	final     *wire.Envelope // written just before the close frame, if set
+
+	termQueue // terminal frames and control messages (terminal.go)
 }
 
 func newClient(id string, conn *websocket.Conn, log *slog.Logger) *client {
@@ -56,6 +58,8 @@ func newClient(id string, conn *websocket.Conn, log *slog.Logger) *client {
 		id: id, conn: conn, log: log,
 		send: make(chan wire.Envelope, clientSendBuffer),
 		stop: make(chan struct{}),
+
+		termQueue: newTermQueue(),
 	}
 }
 
@@ -98,6 +102,11 @@ func (c *client) writePump(initial []wire.Envelope) {
 				c.log.Debug("write to client", "err", err)
 				return
 			}
+		case out := <-c.term:
+			if err := c.writeTerm(out); err != nil {
+				c.log.Debug("write terminal to client", "err", err)
+				return
+			}
 		case <-ticker.C:
 			if err := c.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeWait)); err != nil {
 				c.log.Debug("ping client", "err", err)
@@ -122,11 +131,16 @@ func (c *client) readPump(t *thread) {
 	c.conn.SetPongHandler(func(string) error {
 		return c.conn.SetReadDeadline(time.Now().Add(pongWait))
 	})
+	c.conn.SetReadLimit(hardFrameBytes) // above it: close 1009, see security.go
 	for {
-		_, r, err := c.conn.NextReader()
+		mt, r, err := c.conn.NextReader()
 		if err != nil {
 			c.log.Debug("client connection ended", "err", err)
 			return
+		}
+		if mt == websocket.BinaryMessage { // terminal input (terminal.go)
+			t.terminalInput(c, r)
+			continue
 		}
 		env, err := wire.ReadMessage(r, wire.MaxMessageBytes)
 		var werr wire.Error

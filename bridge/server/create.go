@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/boxwire/boxwire/bridge/egress"
 	"github.com/boxwire/boxwire/bridge/llmproxy"
 	"github.com/boxwire/boxwire/bridge/sandbox"
 	"github.com/boxwire/boxwire/bridge/wire"
@@ -38,6 +40,7 @@ const (
 type resources struct {
 	dir       string
 	proxy     *llmproxy.Listener
+	egress    *egress.Listener
 	sandboxID string
 	volume    string
 }
@@ -61,6 +64,11 @@ func (r *resources) remove(ctx context.Context, mgr sandbox.Manager) error {
 			errs = append(errs, fmt.Errorf("close llm proxy: %w", err))
 		}
 	}
+	if r.egress != nil {
+		if err := r.egress.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close egress proxy: %w", err))
+		}
+	}
 	if r.dir != "" {
 		if err := os.RemoveAll(r.dir); err != nil {
 			errs = append(errs, fmt.Errorf("remove socket folder: %w", err))
@@ -69,51 +77,49 @@ func (r *resources) remove(ctx context.Context, mgr sandbox.Manager) error {
 	return errors.Join(errs...)
 }
 
-// createThread makes a new thread: socket folder, LLM proxy, sandbox, and a
-// greeted agent connection. It blocks until the agent answers (at most
-// agentReadyTimeout) or ctx ends. On failure everything it made is removed.
-func (s *Server) createThread(ctx context.Context) (_ *thread, err error) {
+// createThread makes a new thread for req: it validates req, finds or
+// creates the sandbox (see acquireBox), greets its agent and registers the
+// thread. It blocks until the agent answers (at most agentReadyTimeout) or
+// ctx ends. On failure a sandbox made for this thread alone is removed.
+func (s *Server) createThread(ctx context.Context, req wire.CreateThread) (*thread, error) {
+	o, err := s.boxOptionsFor(req)
+	if err != nil {
+		return nil, err
+	}
 	id, err := newThreadID()
 	if err != nil {
 		return nil, err
 	}
 	log := s.log.With("thread", id)
-	res := &resources{}
-	defer func() {
-		if err == nil {
-			return
+	b, err := s.acquireBox(ctx, o, id)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := s.waitAgent(ctx, id, b.res)
+	if err == nil {
+		t := newThread(id, conn, b.res, s.cfg.Manager, log)
+		rec := ThreadRecord{ID: id, Box: b.id, Scope: b.scope, Assistant: b.assistant,
+			Image: b.image, Runtime: b.runtime, Created: time.Now().UTC()}
+		if err = s.register(ctx, t, b, rec); err == nil {
+			return t, nil
 		}
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-		defer cancel()
-		if rerr := res.remove(cctx, s.cfg.Manager); rerr != nil {
-			log.Error("clean up failed thread", "err", rerr)
-		}
-	}()
-	if res.dir, err = s.makeSocketDir(id); err != nil {
-		return nil, err
+		t.shutdown(wire.Envelope{})
 	}
-	llmCfg := s.cfg.LLM
-	llmCfg.Logger = log.With("component", "llmproxy")
-	proxy, err := llmproxy.New(llmCfg)
-	if err != nil {
-		return nil, err
+	if b.scope == wire.ScopeThread {
+		s.dropBox(ctx, b, log)
 	}
-	if res.proxy, err = proxy.ServeUnix(filepath.Join(res.dir, llmSocket)); err != nil {
-		return nil, err
+	return nil, err
+}
+
+// dropBox removes b from the server and removes its resources.
+func (s *Server) dropBox(ctx context.Context, b *box, log *slog.Logger) {
+	s.mu.Lock()
+	if s.boxes[b.key] == b {
+		delete(s.boxes, b.key)
 	}
-	spec := s.spec(id, res.dir)
-	res.volume = spec.WorkspaceVolume
-	sb, err := s.cfg.Manager.Create(ctx, spec)
-	if err != nil {
-		return nil, fmt.Errorf("create sandbox: %w", err)
-	}
-	res.sandboxID = sb.ID
-	log.Info("sandbox created", "sandbox", sb.ID, "image", s.cfg.Image)
-	conn, err := s.waitAgent(ctx, id, res)
-	if err != nil {
-		return nil, err
-	}
-	return newThread(id, conn, res, s.cfg.Manager, log), nil
+	b.gone = true
+	s.mu.Unlock()
+	s.removeResources(ctx, b.res, log)
 }
 
 func newThreadID() (string, error) {
@@ -141,30 +147,27 @@ func (s *Server) makeSocketDir(id string) (string, error) {
 	return dir, nil
 }
 
-// spec says how to run a thread's sandbox. It carries no key: the agent
-// reaches the model through the proxy socket.
-func (s *Server) spec(id, dir string) sandbox.Spec {
+// spec says how to run b's sandbox. It carries no key: the agent reaches
+// the model through the proxy socket.
+func (s *Server) spec(b *box) sandbox.Spec {
 	mount := sandbox.SocketMount
 	env := []string{
 		"BOXWIRE_LISTEN=unix:" + mount + "/" + agentSocket,
 		"BOXWIRE_LLM_SOCKET=" + mount + "/" + llmSocket,
 		"OPENAI_BASE_URL=http://boxwire-llm/v1",
 	}
+	env = append(env, s.securityEnv(b.id)...)
 	if s.cfg.Model != "" {
 		env = append(env, "BOXWIRE_MODEL="+s.cfg.Model)
 	}
 	return sandbox.Spec{
-		Name:  "boxwire-" + id,
-		Image: s.cfg.Image,
-		Env:   env,
-		Labels: map[string]string{
-			"boxwire.owner":   s.cfg.BridgeID,
-			"boxwire.thread":  id,
-			"boxwire.scope":   "thread",
-			"boxwire.created": time.Now().UTC().Format(time.RFC3339),
-		},
-		SocketDir:       dir,
-		WorkspaceVolume: "boxwire-ws-" + id,
+		Name:            "boxwire-" + b.id,
+		Image:           b.image,
+		Runtime:         b.runtime,
+		Env:             env,
+		Labels:          s.labels(b),
+		SocketDir:       b.res.dir,
+		WorkspaceVolume: "boxwire-ws-" + b.id,
 		User:            fmt.Sprintf("%d:%d", s.cfg.SandboxUID, s.cfg.SandboxGID),
 	}
 }
@@ -221,13 +224,19 @@ func (s *Server) greetAgent(ctx context.Context, sock, id string) (*websocket.Co
 		conn.Close()
 		return nil, fmt.Errorf("send hello to agent: %w", err)
 	}
-	if _, _, err := readHello(conn); err != nil {
+	answer, _, err := readHello(conn)
+	if err != nil {
 		conn.Close()
 		var werr wire.Error
 		if errors.As(err, &werr) {
 			return nil, fmt.Errorf("%w: %w", errAgentAnswer, err)
 		}
 		return nil, fmt.Errorf("agent hello: %w", err)
+	}
+	if err := s.cfg.Posture.Check(answer.Posture); err != nil {
+		conn.Close()
+		s.log.Warn("sandbox posture refused", "thread", id, "posture", answer.Posture, "err", err)
+		return nil, fmt.Errorf("%w: %w", errAgentAnswer, err)
 	}
 	return conn, nil
 }

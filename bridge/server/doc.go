@@ -18,7 +18,17 @@
 // is fed by a buffered channel and sends pings. A client that cannot keep up
 // is dropped with close code 1013 (try again later), never waited for.
 //
-// DELETE /v1/threads/{id} removes a thread with its sandbox, workspace
-// volume, proxy and folder. [Server.Close] removes everything the server
-// created.
+// Sandboxes ("boxes") are made per thread, or shared by every thread of an
+// assistant (scope assistant); the threads API (POST, GET /v1/threads, GET
+// and DELETE /v1/threads/{id}) creates, lists and removes threads, within
+// an image and runtime allowlist and MaxSandboxes. A reaper goroutine,
+// started by New and waited for by Close, removes sandboxes past their idle
+// TTL or maximum lifetime and tells their clients (sandbox_exited). A dead
+// container becomes a sandbox_exited event on its threads.
+//
+// [Server.Close] closes connections and proxies but leaves sandboxes,
+// volumes and socket folders; [Server.Reconcile] adopts them at the next
+// start (by label, see sandbox.LabelOwner and friends); [Collect] removes
+// everything of a bridge id (bridge gc). Thread records go through a
+// [ThreadStore] so a persistent store can replace the in-memory one.
 package server

@@ -111,6 +111,11 @@ func newEnv(t *testing.T) *env {
 		if err := e.srv.Close(ctx); err != nil {
 			t.Errorf("close server: %v", err)
 		}
+		// Close leaves sandboxes for adoption; collect them (and stop the
+		// fake agents).
+		if _, _, err := server.Collect(ctx, e.mgr, "bridge-test", dataDir); err != nil {
+			t.Errorf("collect: %v", err)
+		}
 		e.hs.Close()
 		e.up.Close()
 		os.RemoveAll(dataDir)

@@ -29,6 +29,7 @@ type fakeManager struct {
 	boxes          map[string]*fakeBox
 	removed        []string
 	volumesRemoved []string
+	vols           map[string]map[string]string // live volumes and their labels
 	n              int
 }
 
@@ -37,7 +38,9 @@ type fakeBox struct {
 	agent *fakeAgent
 }
 
-func newFakeManager() *fakeManager { return &fakeManager{boxes: map[string]*fakeBox{}} }
+func newFakeManager() *fakeManager {
+	return &fakeManager{boxes: map[string]*fakeBox{}, vols: map[string]map[string]string{}}
+}
 
 func (m *fakeManager) Ping(context.Context) error { return nil }
 
@@ -49,6 +52,9 @@ func (m *fakeManager) Create(_ context.Context, spec sandbox.Spec) (sandbox.Sand
 		return sandbox.Sandbox{}, m.createErr
 	}
 	m.n++
+	if spec.WorkspaceVolume != "" {
+		m.vols[spec.WorkspaceVolume] = spec.Labels
+	}
 	sb := sandbox.Sandbox{ID: fmt.Sprintf("sb%d", m.n), Name: spec.Name, Image: spec.Image,
 		Labels: spec.Labels, Running: !m.noAgent, ExitCode: 0, Created: time.Now()}
 	if m.noAgent {
@@ -56,7 +62,7 @@ func (m *fakeManager) Create(_ context.Context, spec sandbox.Spec) (sandbox.Sand
 	}
 	box := &fakeBox{sb: sb}
 	if !m.noAgent {
-		a, err := startFakeAgent(spec.SocketDir)
+		a, err := startFakeAgent(spec.SocketDir, envValue(spec.Env, "BOXWIRE_LLM_TOKEN"))
 		if err != nil {
 			return sandbox.Sandbox{}, err
 		}
@@ -97,6 +103,7 @@ func (m *fakeManager) RemoveVolume(_ context.Context, name string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.volumesRemoved = append(m.volumesRemoved, name)
+	delete(m.vols, name)
 	return nil
 }
 
@@ -112,6 +119,22 @@ next:
 			}
 		}
 		out = append(out, b.sb)
+	}
+	return out, nil
+}
+
+func (m *fakeManager) ListVolumes(_ context.Context, labels map[string]string) ([]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+next:
+	for name, l := range m.vols {
+		for k, v := range labels {
+			if l[k] != v {
+				continue next
+			}
+		}
+		out = append(out, name)
 	}
 	return out, nil
 }
@@ -142,10 +165,11 @@ func (m *fakeManager) state() (live int, specs []sandbox.Spec, removed, volumes 
 // a user_message as a turn whose text comes from the LLM proxy, and answers
 // ping. Its own seq starts at 100, so renumbering is visible.
 type fakeAgent struct {
-	srv  *http.Server
-	llm  *http.Client
-	done chan struct{}
-	once sync.Once
+	llmToken string
+	srv      *http.Server
+	llm      *http.Client
+	done     chan struct{}
+	once     sync.Once
 
 	mu    sync.Mutex
 	conns map[*websocket.Conn]struct{}
@@ -153,13 +177,23 @@ type fakeAgent struct {
 	seq   uint64
 }
 
-func startFakeAgent(dir string) (*fakeAgent, error) {
+// envValue returns the value of key in KEY=VALUE pairs.
+func envValue(env []string, key string) string {
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, key+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+func startFakeAgent(dir, llmToken string) (*fakeAgent, error) {
 	ln, err := net.Listen("unix", filepath.Join(dir, "agent.sock"))
 	if err != nil {
 		return nil, fmt.Errorf("fake agent listen: %w", err)
 	}
 	llmSock := filepath.Join(dir, "llm.sock")
-	a := &fakeAgent{
+	a := &fakeAgent{llmToken: llmToken,
 		llm: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
 			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 				var d net.Dialer
@@ -275,7 +309,7 @@ func (a *fakeAgent) askModel(text string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	req.Header.Set("Authorization", "Bearer not-a-real-key")
+	req.Header.Set("Authorization", "Bearer "+a.llmToken) // the sandbox's proxy token, not a key
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := a.llm.Do(req)
 	if err != nil {

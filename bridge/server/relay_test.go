@@ -18,8 +18,13 @@ func TestAgentDeath(t *testing.T) {
 	e.mgr.kill("sb1", 137, true)
 	for _, s := range []*session{a, b} {
 		ev := s.read()
+		var exit wire.SandboxExited
+		if ev.Type != wire.TypeSandboxExited || ev.Seq != 5 || ev.Decode(&exit) != nil || exit.Reason != wire.ExitOOM || *exit.ExitCode != 137 {
+			t.Fatalf("got %s seq %d %s", ev.Type, ev.Seq, ev.Data)
+		}
+		ev = s.read()
 		var werr wire.Error
-		if ev.Type != wire.TypeError || ev.Seq != 5 || ev.Decode(&werr) != nil || werr.Code != wire.CodeSandboxUnavailable {
+		if ev.Type != wire.TypeError || ev.Seq != 6 || ev.Decode(&werr) != nil || werr.Code != wire.CodeSandboxUnavailable {
 			t.Fatalf("got %s seq %d %s", ev.Type, ev.Seq, ev.Data)
 		}
 		if !strings.Contains(werr.Message, "sandbox stopped: exit code 137") || !strings.Contains(werr.Message, "memory") {
@@ -32,6 +37,9 @@ func TestAgentDeath(t *testing.T) {
 	}
 	// The error stays in the log for clients that come later.
 	c, _ := e.attach(id, 4)
+	if ev := c.read(); ev.Type != wire.TypeSandboxExited {
+		t.Fatalf("replay: got %s", ev.Type)
+	}
 	c.readError(wire.CodeSandboxUnavailable)
 }
 

@@ -7,12 +7,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
+	"github.com/boxwire/boxwire/bridge/egress"
 	"github.com/boxwire/boxwire/bridge/llmproxy"
 	"github.com/boxwire/boxwire/bridge/sandbox"
 	"github.com/boxwire/boxwire/bridge/wire"
@@ -46,7 +50,45 @@ type Config struct {
 	Logger *slog.Logger
 	// Software names this build in hello, e.g. "boxwire-bridge/0.1.0".
 	Software string
+	// MaxUploadBytes caps one file upload request (files.go); default
+	// DefaultMaxUploadBytes.
+	MaxUploadBytes int64
+
+	// Images are the images a thread may ask for besides Image.
+	Images []string
+	// Runtime is the OCI runtime of sandboxes ("" = the engine's default);
+	// Runtimes are the others a thread may ask for (e.g. "runsc").
+	Runtime  string
+	Runtimes []string
+	// MaxSandboxes bounds the live sandboxes; 0 means no bound.
+	MaxSandboxes int
+	// IdleTTL removes a sandbox nobody has used (no client attached, no
+	// traffic) for this long; default DefaultIdleTTL.
+	IdleTTL time.Duration
+	// MaxLifetime removes a sandbox this long after its creation, in use
+	// or not; default DefaultMaxLifetime.
+	MaxLifetime time.Duration
+	// ReapInterval is how often the reaper looks for expired sandboxes;
+	// default the smaller of 30s and IdleTTL/4.
+	ReapInterval time.Duration
+	// Store keeps thread records; default an in-memory store.
+	Store ThreadStore
+
+	// Egress is the egress allowlist (see egress.ParseRules); empty means
+	// sandboxes get no egress proxy and so no network at all.
+	Egress []string
+	// Posture is what each agent's hello must report; nil checks nothing.
+	Posture *PosturePolicy
+	// UsageEvents publishes a usage event to a sandbox's threads after
+	// every model call its LLM proxy forwarded.
+	UsageEvents bool
 }
+
+// Lifecycle defaults.
+const (
+	DefaultIdleTTL     = 30 * time.Minute
+	DefaultMaxLifetime = 24 * time.Hour
+)
 
 // LogValue logs the configuration without the token or the key.
 func (c Config) LogValue() slog.Value {
@@ -54,6 +96,9 @@ func (c Config) LogValue() slog.Value {
 		slog.String("image", c.Image), slog.String("data_dir", c.DataDir),
 		slog.Any("llm", c.LLM), slog.String("model", c.Model),
 		slog.String("bridge_id", c.BridgeID), slog.String("software", c.Software),
+		slog.Any("images", c.Images), slog.String("runtime", c.Runtime), slog.Any("runtimes", c.Runtimes),
+		slog.Int("max_sandboxes", c.MaxSandboxes), slog.Duration("idle_ttl", c.IdleTTL),
+		slog.Duration("max_lifetime", c.MaxLifetime),
 	)
 }
 
@@ -69,12 +114,15 @@ type Server struct {
 	mu      sync.Mutex
 	closed  bool
 	threads map[string]*thread
+	boxes   map[string]*box // by box key, including boxes being created
 	clients map[*client]struct{}
 	conns   sync.WaitGroup // connection handlers, so Close can wait for them
+	reaper  sync.WaitGroup // the reaper goroutine, started by New
 }
 
-// New checks cfg and returns a server. It starts nothing: serve
-// [Server.Handler] and call [Server.Close] when done.
+// New checks cfg and returns a server. It starts the reaper goroutine,
+// which [Server.Close] stops and waits for; call [Server.Reconcile] before
+// serving [Server.Handler] to adopt the sandboxes of an earlier run.
 func New(cfg Config) (*Server, error) {
 	switch {
 	case cfg.Token == "":
@@ -87,6 +135,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("server: sandbox manager is required")
 	}
 	if _, err := llmproxy.New(cfg.LLM); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	if _, err := egress.ParseRules(cfg.Egress); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	if cfg.SandboxUID == 0 {
@@ -108,16 +159,21 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Software == "" {
 		cfg.Software = "boxwire-bridge/dev"
 	}
+	cfg = lifecycleDefaults(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Server{
+	s := &Server{
 		cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel,
 		threads: make(map[string]*thread),
+		boxes:   make(map[string]*box),
 		clients: make(map[*client]struct{}),
-	}, nil
+	}
+	s.reaper.Add(1)
+	go s.reap()
+	return s, nil
 }
 
-// Handler returns the HTTP API: GET /v1/ws, DELETE /v1/threads/{id} and
-// GET /healthz. Everything but /healthz needs the bearer token.
+// Handler returns the HTTP API: GET /v1/ws, the threads API (POST and GET
+// /v1/threads, GET and DELETE /v1/threads/{id}) and GET /healthz. Everything but /healthz needs the bearer token.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -126,6 +182,10 @@ func (s *Server) Handler() http.Handler {
 	})
 	mux.Handle("GET "+wire.Path, s.auth(http.HandlerFunc(s.serveWS)))
 	mux.Handle("DELETE /v1/threads/{id}", s.auth(http.HandlerFunc(s.deleteThread)))
+	mux.Handle("POST /v1/threads", s.auth(http.HandlerFunc(s.postThread)))
+	mux.Handle("GET /v1/threads", s.auth(http.HandlerFunc(s.listThreads)))
+	mux.Handle("GET /v1/threads/{id}", s.auth(http.HandlerFunc(s.getThread)))
+	mux.Handle(wire.ThreadFilesPath, s.auth(http.HandlerFunc(s.serveFiles)))
 	mux.Handle("/", s.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusNotFound, wire.CodeNotFound, "no route for "+r.Method+" "+r.URL.Path)
 	})))
@@ -146,30 +206,11 @@ func (s *Server) auth(next http.Handler) http.Handler {
 	})
 }
 
-// deleteThread removes a thread and everything it owns.
-func (s *Server) deleteThread(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	s.mu.Lock()
-	t, ok := s.threads[id]
-	delete(s.threads, id)
-	s.mu.Unlock()
-	if !ok {
-		writeJSONError(w, http.StatusNotFound, wire.CodeNotFound, fmt.Sprintf("thread %q not found", id))
-		return
-	}
-	t.shutdown(wire.ErrorEnvelope(id, "", wire.CodeNotFound, "thread deleted"))
-	if err := t.res.remove(r.Context(), s.cfg.Manager); err != nil {
-		t.log.Error("remove thread", "err", err)
-		writeJSONError(w, http.StatusInternalServerError, wire.CodeInternal, err.Error())
-		return
-	}
-	t.log.Info("thread deleted")
-	w.WriteHeader(http.StatusNoContent)
-}
-
-// Close removes every sandbox (with its workspace volume), proxy and socket
-// folder this server created, and closes every client connection. It waits
-// for connection handlers and removals until ctx ends. It is idempotent.
+// Close stops the reaper, closes every client and agent connection and
+// every LLM proxy, and waits for connection handlers until ctx ends. It
+// leaves sandboxes, workspace volumes and socket folders for the next start
+// to adopt (see [Server.Reconcile]); [Collect] removes them. It is
+// idempotent.
 func (s *Server) Close(ctx context.Context) error {
 	s.mu.Lock()
 	if s.closed {
@@ -180,16 +221,33 @@ func (s *Server) Close(ctx context.Context) error {
 	s.cancel()
 	threads := s.threads
 	s.threads = map[string]*thread{}
+	boxes := slices.Collect(maps.Values(s.boxes))
 	for c := range s.clients {
 		c.kick(closeGoingAway, "bridge shutting down", nil)
 	}
 	s.mu.Unlock()
+	s.reaper.Wait()
 
 	var errs []error
 	for _, t := range threads {
 		t.shutdown(wire.Envelope{})
-		if err := t.res.remove(ctx, s.cfg.Manager); err != nil {
-			errs = append(errs, err)
+	}
+	for _, b := range boxes {
+		<-b.ready // creation stops: s.ctx is cancelled
+		if b.err == nil && b.res.proxy != nil {
+			if err := b.res.proxy.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("close llm proxy of %s: %w", b.id, err))
+			}
+		}
+		if b.err == nil && b.res.egress != nil {
+			if err := b.res.egress.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("close egress proxy of %s: %w", b.id, err))
+			}
+		}
+		if b.err == nil && b.res.egress != nil {
+			if err := b.res.egress.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("close egress proxy of %s: %w", b.id, err))
+			}
 		}
 	}
 	done := make(chan struct{})
@@ -202,15 +260,25 @@ func (s *Server) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// register adds a ready thread unless the server is closing.
-func (s *Server) register(t *thread) bool {
+// register adds a ready thread to the server and to b, unless the server is
+// closing or b is gone, and records it in the store.
+func (s *Server) register(ctx context.Context, t *thread, b *box, rec ThreadRecord) error {
+	if err := s.cfg.Store.Put(ctx, rec); err != nil {
+		return fmt.Errorf("store thread: %w", err)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return false
+	switch {
+	case s.closed:
+		return errClosing
+	case b.gone:
+		return errors.New("the sandbox was removed while the thread was starting")
 	}
+	t.box = b
 	s.threads[t.id] = t
-	return true
+	b.threads[t.id] = t
+	b.lastUsed = time.Now()
+	return nil
 }
 
 func (s *Server) lookup(id string) *thread {

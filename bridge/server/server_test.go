@@ -16,6 +16,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/boxwire/boxwire/bridge/sandbox"
+	"github.com/boxwire/boxwire/bridge/server"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -88,6 +89,10 @@ func TestNewThreadHandshake(t *testing.T) {
 		"OPENAI_BASE_URL=http://boxwire-llm/v1",
 		"BOXWIRE_MODEL=test-model",
 	}
+	if tok := envValue(spec.Env, "BOXWIRE_LLM_TOKEN"); len(tok) != 64 || strings.Contains(tok, testKey) {
+		t.Fatalf("sandbox LLM token %q", tok)
+	}
+	spec.Env = slices.DeleteFunc(slices.Clone(spec.Env), func(kv string) bool { return strings.HasPrefix(kv, "BOXWIRE_LLM_TOKEN=") })
 	if !slices.Equal(spec.Env, wantEnv) {
 		t.Fatalf("env %q, want %q", spec.Env, wantEnv)
 	}
@@ -331,7 +336,8 @@ func TestDeleteThread(t *testing.T) {
 	s.readError(wire.CodeNotFound)
 }
 
-func TestCloseRemovesEverything(t *testing.T) {
+// Close leaves sandboxes for the next start; Collect (bridge gc) removes them.
+func TestCloseLeavesSandboxesForCollect(t *testing.T) {
 	e := newEnv(t)
 	a, _ := e.attach("", 0)
 	b, _ := e.attach("", 0)
@@ -344,6 +350,13 @@ func TestCloseRemovesEverything(t *testing.T) {
 		if code := s.expectClosed(); code != websocket.CloseGoingAway {
 			t.Fatalf("close code %d", code)
 		}
+	}
+	if live, _, removed, _ := e.mgr.state(); live != 2 || len(removed) != 0 {
+		t.Fatalf("close removed sandboxes: live %d removed %v", live, removed)
+	}
+	n, v, err := server.Collect(ctx, e.mgr, "bridge-test", e.dataDir)
+	if err != nil || n != 2 || v != 2 {
+		t.Fatalf("collect: %d sandboxes, %d volumes, %v", n, v, err)
 	}
 	live, _, removed, volumes := e.mgr.state()
 	if live != 0 || len(removed) != 2 || len(volumes) != 2 || !runDirEmpty(t, e) {

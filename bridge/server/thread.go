@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -33,9 +34,15 @@ type thread struct {
 	mgr   sandbox.Manager
 	res   *resources
 	agent *websocket.Conn
+	// box is the sandbox the thread runs in, set by Server.register;
+	// created is when the thread was made.
+	box     *box
+	created time.Time
 
 	toAgent  chan wire.Envelope
-	dead     chan struct{} // closed by readAgent when the agent connection ends
+	term     *termRelay    // terminal sessions' watchers and input (terminal.go)
+	dead     chan struct{} // closed by readAgent (markDead) when the agent connection ends
+	deadOnce sync.Once
 	stop     chan struct{} // closed by shutdown
 	stopOnce sync.Once
 	wg       sync.WaitGroup
@@ -49,8 +56,9 @@ type thread struct {
 // newThread starts the agent goroutines for a connected, greeted agent.
 func newThread(id string, agent *websocket.Conn, res *resources, mgr sandbox.Manager, log *slog.Logger) *thread {
 	t := &thread{
-		id: id, log: log, mgr: mgr, res: res, agent: agent,
+		id: id, log: log, mgr: mgr, res: res, agent: agent, created: time.Now().UTC(),
 		toAgent: make(chan wire.Envelope, agentSendBuffer),
+		term:    newTermRelay(),
 		dead:    make(chan struct{}),
 		stop:    make(chan struct{}),
 		clients: make(map[string]*client),
@@ -76,6 +84,7 @@ func (t *thread) attach(c *client, hello wire.Envelope, afterSeq uint64) ([]wire
 }
 
 func (t *thread) detach(c *client) {
+	t.term.removeAll(c)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.clients, c.id)
@@ -85,9 +94,11 @@ func (t *thread) detach(c *client) {
 // the connection id, or answers the client when it cannot. It blocks at most
 // agentSendWait.
 func (t *thread) request(c *client, env wire.Envelope) {
-	switch env.Type {
-	case wire.TypeUserMessage, wire.TypeInterrupt, wire.TypePing:
-	case wire.TypeHello:
+	switch {
+	case wire.IsTerminal(env.Type) && !t.terminalRequest(c, env):
+		return
+	case wire.IsRequest(env.Type):
+	case env.Type == wire.TypeHello:
 		c.enqueue(wire.ErrorEnvelope(t.id, env.ID, wire.CodeBadMessage, "hello was already exchanged"))
 		return
 	default:
@@ -122,17 +133,25 @@ func (t *thread) request(c *client, env wire.Envelope) {
 // reports the sandbox as stopped unless the thread is shutting down.
 func (t *thread) readAgent() {
 	defer t.wg.Done()
-	defer close(t.dead)
+	defer t.markDead()
 	defer t.agent.Close()
 	_ = t.agent.SetReadDeadline(time.Now().Add(pongWait))
 	t.agent.SetPongHandler(func(string) error {
 		return t.agent.SetReadDeadline(time.Now().Add(pongWait))
 	})
 	for {
-		_, r, err := t.agent.NextReader()
+		mt, r, err := t.agent.NextReader()
 		if err != nil {
+			t.markDead() // before telling clients, so their next request fails fast
 			t.agentLost(err)
 			return
+		}
+		if mt == websocket.BinaryMessage { // terminal output (terminal.go)
+			data, err := io.ReadAll(io.LimitReader(r, maxInputFrame+1))
+			if err == nil {
+				t.terminalOutput(data)
+			}
+			continue
 		}
 		env, err := wire.ReadMessage(r, wire.MaxMessageBytes)
 		if err != nil {
@@ -153,6 +172,9 @@ func (t *thread) fromAgent(env wire.Envelope) {
 	}
 	if env.Seq > 0 {
 		t.publish(env)
+		return
+	}
+	if wire.IsTerminal(env.Type) && t.terminalFromAgent(env, connID) {
 		return
 	}
 	t.mu.Lock()
@@ -176,8 +198,9 @@ func (t *thread) publish(env wire.Envelope) {
 	}
 }
 
-// agentLost publishes why the agent went away, asking the engine for the
-// exit code when it knows it.
+// agentLost publishes why the agent went away: a sandbox_exited event
+// when the engine reports the sandbox stopped, then an error
+// sandbox_unavailable either way.
 func (t *thread) agentLost(err error) {
 	t.mu.Lock()
 	closing := t.closing
@@ -185,31 +208,46 @@ func (t *thread) agentLost(err error) {
 	if closing {
 		return
 	}
-	msg := "sandbox stopped: " + t.exitReason(err)
+	sb, stopped := t.exitState()
+	msg := fmt.Sprintf("sandbox stopped: agent connection lost: %v", err)
+	if stopped {
+		ev := exitEvent(sb)
+		msg = ev.Message
+		t.publish(wire.MustNew(wire.TypeSandboxExited, t.id, "", ev))
+	}
 	t.log.Warn("agent connection lost", "reason", msg)
 	t.publish(wire.ErrorEnvelope(t.id, "", wire.CodeSandboxUnavailable, "%s", msg))
 }
 
-// exitReason polls the engine briefly for the sandbox's exit.
-func (t *thread) exitReason(connErr error) string {
+// exitState polls the engine briefly for the sandbox's exit; stopped is
+// false when it did not learn of one.
+func (t *thread) exitState() (sb sandbox.Sandbox, stopped bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), inspectWait)
 	defer cancel()
 	for {
 		sb, err := t.mgr.Inspect(ctx, t.res.sandboxID)
 		if err == nil && !sb.Running {
-			if sb.OOMKilled {
-				return fmt.Sprintf("exit code %d, killed for running out of memory", sb.ExitCode)
-			}
-			return fmt.Sprintf("exit code %d", sb.ExitCode)
+			return sb, true
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Sprintf("agent connection lost: %v", connErr)
+			return sandbox.Sandbox{}, false
 		case <-t.stop:
-			return fmt.Sprintf("agent connection lost: %v", connErr)
+			return sandbox.Sandbox{}, false
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// markDead closes t.dead once.
+func (t *thread) markDead() { t.deadOnce.Do(func() { close(t.dead) }) }
+
+// logEvent numbers env and keeps it in the log without sending it to
+// anyone: the caller hands it to shutdown as the clients' final message.
+func (t *thread) logEvent(env wire.Envelope) wire.Envelope {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.events.append(env)
 }
 
 // writeAgent writes queued requests and pings to the agent until the thread
@@ -224,6 +262,11 @@ func (t *thread) writeAgent() {
 		case env := <-t.toAgent:
 			if err := writeEnvelope(t.agent, env); err != nil {
 				t.log.Warn("write to agent", "err", err)
+				return
+			}
+		case data := <-t.term.input:
+			if err := t.writeAgentInput(data); err != nil {
+				t.log.Warn("write terminal input to agent", "err", err)
 				return
 			}
 		case <-ticker.C:

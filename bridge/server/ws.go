@@ -83,20 +83,7 @@ func (s *Server) threadFor(ctx context.Context, hello wire.Hello) (*thread, erro
 	defer cancel()
 	stop := context.AfterFunc(s.ctx, cancel)
 	defer stop()
-	t, err := s.createThread(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if !s.register(t) {
-		t.shutdown(wire.Envelope{})
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-		defer cancel()
-		if err := t.res.remove(cctx, s.cfg.Manager); err != nil {
-			t.log.Error("remove thread", "err", err)
-		}
-		return nil, errors.New("bridge shutting down")
-	}
-	return t, nil
+	return s.createThread(ctx, wire.CreateThread{})
 }
 
 // errorFor turns a handshake failure into the error a client is sent.
@@ -105,6 +92,10 @@ func errorFor(thread, id string, err error) wire.Envelope {
 	switch {
 	case errors.As(err, &werr):
 		return wire.ErrorEnvelope(thread, id, werr.Code, "%s", werr.Message)
+	case errors.Is(err, errLimit):
+		return wire.ErrorEnvelope(thread, id, wire.CodeSandboxLimit, "%v", err)
+	case errors.Is(err, errClosing):
+		return wire.ErrorEnvelope(thread, id, wire.CodeInternal, "%v", err)
 	case errors.Is(err, sandbox.ErrEngineUnavailable):
 		return wire.ErrorEnvelope(thread, id, wire.CodeEngineUnavailable,
 			"the bridge cannot reach the container engine: %v", err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 )
 
 // Version is the protocol version this package speaks. Peers exchange it in
@@ -88,6 +89,9 @@ type Hello struct {
 	// AfterSeq is, from a client, the last event Seq it has seen; the answer
 	// is followed by every later event.
 	AfterSeq uint64 `json:"after_seq,omitempty"`
+	// Posture is, from an agent, what it found about its confinement
+	// (see security.go); nil from other roles.
+	Posture *Posture `json:"posture,omitempty"`
 }
 
 // Roles carried in Hello.Role.
@@ -293,8 +297,26 @@ func registerEvents(ts ...Type) {
 	}
 }
 
+// Types lists every defined type, sorted.
+func Types() []Type {
+	all := make([]Type, 0, len(requests)+len(events))
+	for t := range requests {
+		all = append(all, t)
+	}
+	for t := range events {
+		all = append(all, t)
+	}
+	slices.Sort(all)
+	return all
+}
+
 // Known reports whether t is a type this version of the protocol defines.
 func Known(t Type) bool { return requests[t] || events[t] }
+
+// IsRequest reports whether t is a request a client sends towards the
+// agent (and a bridge forwards): every non-event type except the
+// connection's own hello and pong.
+func IsRequest(t Type) bool { return requests[t] && t != TypeHello && t != TypePong }
 
 // IsEvent reports whether t is an event: a message that belongs to a
 // thread's log and carries a Seq. (An error is an event when it is about

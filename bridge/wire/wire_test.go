@@ -28,6 +28,7 @@ var golden = []struct {
 	{"interrupt", wire.MustNew(wire.TypeInterrupt, "t_4f9c2a1b3c5d", "m2", nil)},
 	{"ping", wire.MustNew(wire.TypePing, "", "p1", nil)},
 	{"pong", wire.MustNew(wire.TypePong, "", "p1", nil)},
+	{"run_tool", wire.MustNew(wire.TypeRunTool, "t_4f9c2a1b3c5d", "r1", wire.RunTool{Name: "execute", Arguments: json.RawMessage(`{"command":"true"}`)})},
 	{"user_echo", withSeq(wire.MustNew(wire.TypeUserEcho, "t_4f9c2a1b3c5d", "m1", wire.UserMessage{Text: "say hello into a file"}), 1)},
 	{"assistant_delta", withSeq(wire.MustNew(wire.TypeAssistantDelta, "t_4f9c2a1b3c5d", "m1", wire.Text{Text: "Let me "}), 2)},
 	{"assistant_message", withSeq(wire.MustNew(wire.TypeAssistantMessage, "t_4f9c2a1b3c5d", "m1", wire.Text{Text: "Let me write it."}), 3)},
@@ -40,6 +41,25 @@ var golden = []struct {
 	{"turn_done", withSeq(wire.MustNew(wire.TypeTurnDone, "t_4f9c2a1b3c5d", "m1", wire.TurnDone{Reason: wire.ReasonStop, Usage: &wire.Usage{PromptTokens: 120, CompletionTokens: 30, TotalTokens: 150}}), 9)},
 	{"error_reply", wire.ErrorEnvelope("t_4f9c2a1b3c5d", "m3", wire.CodeBusy, "a turn is running; interrupt it first")},
 	{"error_event", withSeq(wire.ErrorEnvelope("t_4f9c2a1b3c5d", "m1", wire.CodeLLM, "model endpoint answered 429: rate limited"), 10)},
+	{"terminal_open", wire.MustNew(wire.TypeTerminalOpen, "t_4f9c2a1b3c5d", "o1", wire.TerminalOpen{Cols: 120, Rows: 40, Env: map[string]string{"TERM": "xterm-256color"}})},
+	{"terminal_attach", wire.MustNew(wire.TypeTerminalAttach, "t_4f9c2a1b3c5d", "a1", wire.TerminalRef{Session: "term_1"})},
+	{"terminal_attached", wire.MustNew(wire.TypeTerminalAttached, "t_4f9c2a1b3c5d", "a1", wire.TerminalAttached{TerminalInfo: wire.TerminalInfo{Session: "term_1", Command: []string{"/bin/bash", "-l"}, Cols: 120, Rows: 40, Watchers: 2}, Screen: "\x1b[?1049l\x1b[H\x1b[2J\x1b[1;1H$ ls\x1b[2;1H$ \x1b[2;3H\x1b[?25h"})},
+	{"terminal_detach", wire.MustNew(wire.TypeTerminalDetach, "t_4f9c2a1b3c5d", "d1", wire.TerminalRef{Session: "term_1"})},
+	{"terminal_detached", wire.MustNew(wire.TypeTerminalDetached, "t_4f9c2a1b3c5d", "", wire.TerminalDetached{Session: "term_1", Reason: wire.DetachTooSlow})},
+	{"terminal_resize", wire.MustNew(wire.TypeTerminalResize, "t_4f9c2a1b3c5d", "r1", wire.TerminalResize{Session: "term_1", Cols: 132, Rows: 43})},
+	{"terminal_signal", wire.MustNew(wire.TypeTerminalSignal, "t_4f9c2a1b3c5d", "s1", wire.TerminalSignal{Session: "term_1", Signal: "INT"})},
+	{"terminal_close", wire.MustNew(wire.TypeTerminalClose, "t_4f9c2a1b3c5d", "c1", wire.TerminalRef{Session: "term_1"})},
+	{"terminal_closed", wire.MustNew(wire.TypeTerminalClosed, "t_4f9c2a1b3c5d", "c1", wire.TerminalRef{Session: "term_1"})},
+	{"terminal_exit", wire.MustNew(wire.TypeTerminalExit, "t_4f9c2a1b3c5d", "", wire.TerminalExit{Session: "term_1", ExitCode: 3})},
+	{"terminal_list", wire.MustNew(wire.TypeTerminalList, "t_4f9c2a1b3c5d", "l1", nil)},
+	{"terminal_sessions", wire.MustNew(wire.TypeTerminalSessions, "t_4f9c2a1b3c5d", "l1", wire.TerminalSessions{Sessions: []wire.TerminalInfo{{Session: "term_1", Command: []string{"/bin/bash", "-l"}, Cols: 132, Rows: 43, Watchers: 1}, {Session: "term_2", Command: []string{"top"}, Cols: 80, Rows: 24, Exited: true, ExitCode: intp(0)}}})},
+	{"sandbox_exited_oom", withSeq(wire.MustNew(wire.TypeSandboxExited, "t_4f9c2a1b3c5d", "", wire.SandboxExited{Reason: wire.ExitOOM, ExitCode: intp(137), OOMKilled: true, Message: "sandbox stopped: exit code 137, killed for running out of memory"}), 12)},
+	{"sandbox_exited_idle", withSeq(wire.MustNew(wire.TypeSandboxExited, "t_4f9c2a1b3c5d", "", wire.SandboxExited{Reason: wire.ExitIdle, Message: "sandbox removed: idle for 30m0s"}), 13)},
+	{"hello_agent_posture", wire.MustNew(wire.TypeHello, "t_4f9c2a1b3c5d", "", wire.Hello{Version: wire.Version, Role: wire.RoleAgent, Software: "boxwire-agent/0.1.0", Thread: "t_4f9c2a1b3c5d", Posture: &wire.Posture{UID: 1000, GID: 1000, CapEff: "0000000000000000", CapBnd: "0000000000000000", NoNewPrivs: true, Seccomp: 2, ReadOnlyRoot: true, PidsMax: 256, MemoryMaxBytes: 1 << 30, CPUQuota: 1}})},
+	{"usage", withSeq(wire.MustNew(wire.TypeUsage, "t_4f9c2a1b3c5d", "", wire.UsageReport{Model: "gpt-4o-mini", Call: wire.Usage{PromptTokens: 120, CompletionTokens: 30, TotalTokens: 150}, Total: wire.Usage{PromptTokens: 240, CompletionTokens: 60, TotalTokens: 300}, Requests: 2, TokenBudget: 100000}), 12)},
+	{"egress_denied", withSeq(wire.MustNew(wire.TypeEgress, "t_4f9c2a1b3c5d", "", wire.EgressDecision{Method: "CONNECT", Host: "evil.example", Port: 443, Reason: "no rule allows evil.example:443"}), 13)},
+	{"egress_allowed", withSeq(wire.MustNew(wire.TypeEgress, "t_4f9c2a1b3c5d", "", wire.EgressDecision{Method: "GET", Host: "pypi.org", Port: 80, Allowed: true, Rule: "pypi.org"}), 14)},
+	{"error_budget", withSeq(wire.ErrorEnvelope("t_4f9c2a1b3c5d", "", wire.CodeBudgetExceeded, "thread token budget of 100000 tokens is spent (100150 used)"), 15)},
 }
 
 // indent renders env as wire.Marshal does, indented for reading.
@@ -94,18 +114,13 @@ func TestGolden(t *testing.T) {
 		})
 		seen[g.env.Type] = true
 	}
-	for _, typ := range allTypes {
+	for _, typ := range wire.Types() {
 		if !seen[typ] {
 			t.Errorf("no golden file for %q", typ)
 		}
 	}
 }
 
-var allTypes = []wire.Type{
-	wire.TypeHello, wire.TypeUserMessage, wire.TypeInterrupt, wire.TypePing, wire.TypePong,
-	wire.TypeUserEcho, wire.TypeAssistantDelta, wire.TypeAssistantMessage, wire.TypeToolCall,
-	wire.TypeToolOutput, wire.TypeToolResult, wire.TypeTurnDone, wire.TypeError,
-}
 
 func TestDecodePayload(t *testing.T) {
 	env := wire.MustNew(wire.TypeToolResult, "t", "m", wire.ToolResult{CallID: "c", ExitCode: intp(3)})

@@ -68,6 +68,13 @@ func newHTTPError(resp *http.Response) *HTTPError {
 		e.Wire = &werr
 		return e
 	}
+	var wrapped struct {
+		Error wire.Error `json:"error"`
+	}
+	if json.Unmarshal(body, &wrapped) == nil && wrapped.Error.Code != "" {
+		e.Wire = &wrapped.Error
+		return e
+	}
 	if env, err := wire.Parse(body); err == nil && env.Type == wire.TypeError {
 		if env.Decode(&werr) == nil && werr.Code != "" {
 			e.Wire = &werr
@@ -119,4 +126,42 @@ func DeleteThread(ctx context.Context, cfg Config, id string) error {
 		return nil
 	}
 	return fmt.Errorf("delete thread %s: %w", id, newHTTPError(resp))
+}
+
+// ListThreads returns the body of the bridge's GET /v1/threads (a JSON
+// document describing its threads). It blocks until the bridge answers or
+// ctx ends.
+func ListThreads(ctx context.Context, cfg Config) ([]byte, error) {
+	ep, err := resolve(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("list threads: %w", err)
+	}
+	u := ep.httpBase()
+	u.Path = "/v1/threads"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, fmt.Errorf("list threads: %w", err)
+	}
+	if cfg.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+cfg.Token)
+	}
+	client := http.DefaultClient
+	if ep.dial != nil {
+		tr := &http.Transport{DialContext: ep.dial, DisableKeepAlives: true}
+		defer tr.CloseIdleConnections()
+		client = &http.Client{Transport: tr}
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("list threads: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return nil, fmt.Errorf("list threads: %w", newHTTPError(resp))
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return nil, fmt.Errorf("list threads: %w", err)
+	}
+	return body, nil
 }

@@ -51,6 +51,9 @@ func (c *Conn) readPump() {
 // reports false when c.events is full.
 func (c *Conn) deliver(env wire.Envelope) bool {
 	prev := c.lastSeq.Load()
+	if env.Seq != 0 && env.Seq <= prev && wire.IsEvent(env.Type) {
+		return true // already delivered before a reconnect: drop the repeat
+	}
 	if env.Seq > prev {
 		c.lastSeq.Store(env.Seq)
 	}

@@ -27,6 +27,15 @@ func (c *Conn) Run(ctx context.Context, text string, fn func(wire.Envelope)) (wi
 	if err != nil {
 		return wire.TurnDone{}, fmt.Errorf("run: %w", err)
 	}
+	return c.Await(ctx, id, fn)
+}
+
+// Await reads Events until the turn_done of the turn started by the
+// user_message id, calling fn for each of the turn's events, and returns
+// like Run. After a reconnect (Dial with the old connection's Thread and
+// LastSeq) Await on the new connection picks the turn up where the old one
+// left it. It consumes Events like Run.
+func (c *Conn) Await(ctx context.Context, id string, fn func(wire.Envelope)) (wire.TurnDone, error) {
 	var turnErr error
 	for {
 		var env wire.Envelope

@@ -14,22 +14,30 @@ import (
 	"github.com/boxwire/boxwire/client/render"
 )
 
-// Exit codes of Run.
+// Exit codes of Run and Copy. Scripts may rely on them.
 const (
-	// ExitOK: the turn ended with reason stop, or the user left (Ctrl-D).
+	// ExitOK: the turn ended with reason stop, the user left (Ctrl-D), or
+	// a copy transferred every file.
 	ExitOK = 0
-	// ExitTurnFailed: an error event, or a turn that ended with reason
-	// error or step_limit.
+	// ExitTurnFailed: an error event, a turn that ended with reason error
+	// or step_limit, or a copy where some files failed.
 	ExitTurnFailed = 1
-	// ExitUsage: bad usage, or the connection failed or was lost.
+	// ExitUsage: bad usage, a refused request, or the connection failed
+	// or was lost (and could not be re-established).
 	ExitUsage = 2
 	// ExitInterrupted: the turn was interrupted, or Ctrl-C at the prompt.
 	ExitInterrupted = 130
 )
 
-// defaultDialTimeout bounds connecting, which on a bridge includes
-// starting the thread's sandbox.
-const defaultDialTimeout = 2 * time.Minute
+const (
+	// defaultDialTimeout bounds connecting, which on a bridge includes
+	// starting the thread's sandbox.
+	defaultDialTimeout = 2 * time.Minute
+	// defaultReconnectTimeout bounds re-establishing a dropped connection.
+	defaultReconnectTimeout = 2 * time.Minute
+	// maxBackoff caps the pause between reconnect attempts.
+	maxBackoff = 2 * time.Second
+)
 
 // Options configure Run.
 type Options struct {
@@ -37,10 +45,18 @@ type Options struct {
 	Chat chat.Config
 	// Message, when not empty, makes Run play this one turn and return.
 	Message string
+	// Seed, when set, is a local file or folder uploaded into the
+	// workspace right after connecting, before any turn.
+	Seed string
+	// JSON prints every message from the server as one JSON line on Out
+	// instead of rendering it.
+	JSON bool
 	// In gives the interactive mode's lines; its EOF (Ctrl-D) ends Run.
 	In io.Reader
 	// Out receives the conversation; Err receives connection problems.
 	Out, Err io.Writer
+	// Progress, when set (a terminal), shows transfer progress bars.
+	Progress io.Writer
 	// Color styles Out for a terminal.
 	Color bool
 	// Interrupts delivers Ctrl-C: during a turn it sends interrupt (a
@@ -49,13 +65,17 @@ type Options struct {
 	Interrupts <-chan os.Signal
 	// DialTimeout bounds connecting; 0 means 2 minutes.
 	DialTimeout time.Duration
+	// ReconnectTimeout bounds re-establishing a dropped connection; 0
+	// means 2 minutes.
+	ReconnectTimeout time.Duration
 }
 
 // Run connects and runs the one-shot turn or the interactive chat, and
 // returns the process exit code. It blocks until the turn ends (one-shot),
 // the input ends or the user interrupts at the prompt (interactive), the
-// connection is lost, or ctx ends. Run closes its connection before it
-// returns.
+// connection is lost for good, or ctx ends. A dropped connection is
+// re-established silently, resuming after the last event seen. Run closes
+// its connection before it returns.
 func Run(ctx context.Context, o Options) int {
 	if o.Out == nil {
 		o.Out = io.Discard
@@ -63,12 +83,15 @@ func Run(ctx context.Context, o Options) int {
 	if o.Err == nil {
 		o.Err = io.Discard
 	}
-	conn, code := dial(ctx, o)
+	conn, code := dial(ctx, o, o.Chat)
 	if conn == nil {
 		return code
 	}
-	defer conn.Close()
 	s := &session{o: o, conn: conn, r: render.New(o.Out, render.Options{Color: o.Color})}
+	defer func() { s.current().Close() }()
+	if o.Seed != "" {
+		s.transferCommand(ctx, "/upload", []string{o.Seed})
+	}
 	if o.Message != "" {
 		code, _ := s.turn(ctx, o.Message)
 		return code
@@ -76,8 +99,9 @@ func Run(ctx context.Context, o Options) int {
 	return s.interactive(ctx)
 }
 
-// dial connects, giving up on ctx's end, the dial timeout or an interrupt.
-func dial(ctx context.Context, o Options) (*chat.Conn, int) {
+// dial connects with cfg, giving up on ctx's end, the dial timeout or an
+// interrupt.
+func dial(ctx context.Context, o Options, cfg chat.Config) (*chat.Conn, int) {
 	timeout := o.DialTimeout
 	if timeout <= 0 {
 		timeout = defaultDialTimeout
@@ -94,7 +118,7 @@ func dial(ctx context.Context, o Options) (*chat.Conn, int) {
 		case <-dctx.Done():
 		}
 	})
-	conn, err := chat.Dial(dctx, o.Chat)
+	conn, err := chat.Dial(dctx, cfg)
 	cancel()
 	wg.Wait()
 	switch {
@@ -112,11 +136,94 @@ func dial(ctx context.Context, o Options) (*chat.Conn, int) {
 	}
 }
 
-// session is one connected run.
+// session is one run: its current connection (replaced on reconnect and
+// by /new and /attach), renderer and transcript.
 type session struct {
-	o    Options
+	o Options
+	r *render.Renderer
+
+	mu   sync.Mutex
 	conn *chat.Conn
-	r    *render.Renderer
+
+	transcript []wire.Envelope // every event seen, for /export
+	usage      int             // total tokens of the turns seen
+}
+
+func (s *session) current() *chat.Conn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.conn
+}
+
+func (s *session) setConn(c *chat.Conn) {
+	s.mu.Lock()
+	old := s.conn
+	s.conn = c
+	s.mu.Unlock()
+	if old != nil && old != c {
+		old.Close()
+	}
+}
+
+// show renders or prints one message and records events for /export.
+func (s *session) show(env wire.Envelope, own bool) {
+	if env.Seq != 0 {
+		s.transcript = append(s.transcript, env)
+	}
+	if env.Type == wire.TypeTurnDone {
+		var d wire.TurnDone
+		if env.Decode(&d) == nil && d.Usage != nil {
+			s.usage += d.Usage.TotalTokens
+		}
+	}
+	if s.o.JSON {
+		data, err := wire.Marshal(env)
+		if err == nil {
+			fmt.Fprintf(s.o.Out, "%s\n", data)
+		}
+		return
+	}
+	if own && env.Type == wire.TypeUserEcho {
+		return // the user just typed it
+	}
+	s.r.Render(env)
+}
+
+// reconnect replaces a dropped connection with a new one on the same
+// thread, resuming after the last event seen; it retries with backoff
+// until ReconnectTimeout, ctx's end or an interrupt, and reports success.
+func (s *session) reconnect(ctx context.Context) bool {
+	old := s.current()
+	cfg := s.o.Chat
+	cfg.Thread, cfg.AfterSeq = old.Thread(), old.LastSeq()
+	timeout := s.o.ReconnectTimeout
+	if timeout <= 0 {
+		timeout = defaultReconnectTimeout
+	}
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	backoff := 100 * time.Millisecond
+	for {
+		c, err := chat.Dial(rctx, cfg)
+		if err == nil {
+			s.setConn(c)
+			return true
+		}
+		var werr wire.Error
+		if errors.Is(err, chat.ErrUnauthorized) || (errors.As(err, &werr) && werr.Code == wire.CodeNotFound) {
+			fmt.Fprintf(s.o.Err, "boxwire: reconnect: %v\n", err)
+			return false
+		}
+		select {
+		case <-rctx.Done():
+			fmt.Fprintf(s.o.Err, "boxwire: reconnect: %v\n", err)
+			return false
+		case <-s.o.Interrupts:
+			return false
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
 }
 
 // turn plays one turn and maps its outcome to an exit code; fatal says the
@@ -126,11 +233,15 @@ func (s *session) turn(ctx context.Context, text string) (code int, fatal bool) 
 	var wg sync.WaitGroup
 	var gaveUp bool
 	wg.Go(func() { gaveUp = s.watchInterrupts(tctx, stop) })
-	done, err := s.conn.Run(tctx, text, func(env wire.Envelope) {
-		if env.Type != wire.TypeUserEcho { // the user just typed it
-			s.r.Render(env)
+	id, err := s.current().SendMessage(tctx, text)
+	var done wire.TurnDone
+	for err == nil {
+		done, err = s.current().Await(tctx, id, func(env wire.Envelope) { s.show(env, true) })
+		if err == nil || tctx.Err() != nil || s.current().Err() == nil || !s.reconnect(tctx) {
+			break
 		}
-	})
+		err = nil // reconnected: wait for the rest of the turn
+	}
 	stop()
 	wg.Wait()
 	if rerr := s.r.EndLine(); rerr != nil {
@@ -142,6 +253,7 @@ func (s *session) turn(ctx context.Context, text string) (code int, fatal bool) 
 	case done.Reason == wire.ReasonInterrupted:
 		return ExitInterrupted, false
 	case err == nil && done.Reason == wire.ReasonStop:
+		s.status()
 		return ExitOK, false
 	case err == nil || errors.As(err, &werr):
 		return ExitTurnFailed, false // the renderer has shown why
@@ -151,9 +263,19 @@ func (s *session) turn(ctx context.Context, text string) (code int, fatal bool) 
 	case ctx.Err() != nil:
 		return ExitInterrupted, true
 	default:
-		fmt.Fprintf(s.o.Err, "boxwire: connection lost: %v\n", s.conn.Err())
+		fmt.Fprintf(s.o.Err, "boxwire: connection lost: %v\n", err)
 		return ExitUsage, true
 	}
+}
+
+// status prints the status line (thread, server, tokens) after a turn on
+// a terminal.
+func (s *session) status() {
+	if s.o.JSON || !s.o.Color {
+		return
+	}
+	c := s.current()
+	s.r.Printf("─ %s · %s · %d tokens", c.Thread(), c.Server().Software, s.usage)
 }
 
 // watchInterrupts sends interrupt on the first Ctrl-C of a turn and calls
@@ -170,7 +292,7 @@ func (s *session) watchInterrupts(ctx context.Context, giveUp context.CancelFunc
 				return true
 			}
 			sent = true
-			if err := s.conn.Interrupt(ctx); err != nil && ctx.Err() == nil {
+			if err := s.current().Interrupt(ctx); err != nil && ctx.Err() == nil {
 				fmt.Fprintf(s.o.Err, "boxwire: interrupt: %v\n", err)
 			}
 		}

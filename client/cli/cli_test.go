@@ -161,10 +161,10 @@ func TestOneShotConnectionErrors(t *testing.T) {
 			t.Errorf("stderr: %s", c.errs.String())
 		}
 	})
-	t.Run("lost mid-turn", func(t *testing.T) {
-		c := start(t, cli.Options{Chat: chat.Config{URL: srv.URL, Token: "tok"}, Message: "hi"})
+	t.Run("lost mid-turn for good", func(t *testing.T) {
+		c := start(t, cli.Options{Chat: chat.Config{URL: srv.URL, Token: "tok"}, Message: "hi", ReconnectTimeout: time.Second})
 		c.out.waitFor(t, "waiting")
-		srv.DropAll()
+		srv.Close() // no reconnect can succeed
 		if code := c.wait(t); code != cli.ExitUsage {
 			t.Errorf("exit code %d, want %d", code, cli.ExitUsage)
 		}

@@ -5,9 +5,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/boxwire/boxwire/bridge/wire"
+	"github.com/boxwire/boxwire/client/chat"
 )
 
 // prompt is shown when the client waits for a line.
@@ -16,11 +18,25 @@ const prompt = "› "
 // maxLine is the longest input line accepted.
 const maxLine = wire.MaxMessageBytes / 2
 
-// interactive prints the thread, then reads lines and plays each as a turn,
-// rendering events that arrive between turns (history replayed after
-// hello, other clients' turns) as they come.
+// help lists the chat commands.
+const help = `commands:
+  /new                 start a new thread (and sandbox)
+  /attach ID           attach to thread ID
+  /delete ID           delete thread ID and its sandbox
+  /threads             list the bridge's threads
+  /export [FILE]       write this session's events as JSON lines (default: stdout)
+  /upload LOCAL [DIR]  copy a local file or folder into the workspace folder DIR
+  /download PATH [DIR] copy a workspace file or folder into the local folder DIR
+  /help                this text
+Ctrl-C interrupts a turn; at the prompt Ctrl-C or Ctrl-D leaves.`
+
+// interactive prints the thread, then reads lines and plays each as a turn
+// or a command, rendering events that arrive between turns (history
+// replayed after hello, other clients' turns) as they come.
 func (s *session) interactive(ctx context.Context) int {
-	fmt.Fprintf(s.o.Out, "thread %s\n", s.conn.Thread())
+	if !s.o.JSON {
+		fmt.Fprintf(s.o.Out, "thread %s\n", s.current().Thread())
+	}
 	lines := make(chan string)
 	quit := make(chan struct{})
 	defer close(quit)
@@ -31,7 +47,7 @@ func (s *session) interactive(ctx context.Context) int {
 
 	showPrompt := true
 	for {
-		if showPrompt {
+		if showPrompt && !s.o.JSON {
 			if err := s.r.Prompt(prompt); err != nil {
 				fmt.Fprintf(s.o.Err, "boxwire: write output: %v\n", err)
 				return ExitUsage
@@ -46,19 +62,28 @@ func (s *session) interactive(ctx context.Context) int {
 			}
 			showPrompt = true
 			s.r.LineEntered()
-			if strings.TrimSpace(line) == "" {
-				continue
+			line = strings.TrimSpace(line)
+			switch {
+			case line == "":
+			case strings.HasPrefix(line, "/"):
+				if code, quit := s.command(ctx, line); quit {
+					return code
+				}
+			default:
+				if code, fatal := s.turn(ctx, line); fatal {
+					return code
+				}
 			}
-			if code, fatal := s.turn(ctx, line); fatal {
-				return code
-			}
-		case env, ok := <-s.conn.Events():
+		case env, ok := <-s.current().Events():
 			if !ok {
+				if ctx.Err() == nil && s.reconnect(ctx) {
+					continue
+				}
 				s.r.EndLine()
-				fmt.Fprintf(s.o.Err, "boxwire: connection lost: %v\n", s.conn.Err())
+				fmt.Fprintf(s.o.Err, "boxwire: connection lost: %v\n", s.current().Err())
 				return ExitUsage
 			}
-			s.r.Render(env)
+			s.show(env, false)
 			showPrompt = env.Type == wire.TypeTurnDone || env.Type == wire.TypeError || !wire.Known(env.Type)
 		case <-s.o.Interrupts:
 			s.r.EndLine()
@@ -67,6 +92,88 @@ func (s *session) interactive(ctx context.Context) int {
 			s.r.EndLine()
 			return ExitInterrupted
 		}
+	}
+}
+
+// command runs one slash command; quit says Run must return code.
+func (s *session) command(ctx context.Context, line string) (code int, quit bool) {
+	fields := strings.Fields(line)
+	cmd, args := fields[0], fields[1:]
+	switch cmd {
+	case "/help", "/?":
+		s.r.Printf("%s", help)
+	case "/quit", "/exit":
+		return ExitOK, true
+	case "/new", "/attach":
+		cfg := s.o.Chat
+		cfg.Thread, cfg.AfterSeq = "", 0
+		if cmd == "/attach" {
+			if len(args) != 1 {
+				s.r.Printf("usage: /attach ID")
+				return 0, false
+			}
+			cfg.Thread = args[0]
+		}
+		c, code := dial(ctx, s.o, cfg)
+		if c == nil {
+			return code, false // dial printed why; stay on the old thread
+		}
+		s.setConn(c)
+		s.transcript, s.usage = nil, 0
+		s.r.Printf("thread %s", c.Thread())
+	case "/delete":
+		if len(args) != 1 {
+			s.r.Printf("usage: /delete ID")
+			return 0, false
+		}
+		if err := chat.DeleteThread(ctx, s.o.Chat, args[0]); err != nil {
+			fmt.Fprintf(s.o.Err, "boxwire: %v\n", err)
+		} else {
+			s.r.Printf("deleted %s", args[0])
+		}
+	case "/threads":
+		s.listThreads(ctx)
+	case "/export":
+		s.export(args)
+	case "/upload", "/download":
+		s.transferCommand(ctx, cmd, args)
+	default:
+		s.r.Printf("unknown command %s (try /help)", cmd)
+	}
+	return 0, false
+}
+
+// listThreads prints the bridge's GET /v1/threads answer.
+func (s *session) listThreads(ctx context.Context) {
+	body, err := chat.ListThreads(ctx, s.o.Chat)
+	if err != nil {
+		fmt.Fprintf(s.o.Err, "boxwire: %v\n", err)
+		return
+	}
+	s.r.Printf("%s", strings.TrimSpace(string(body)))
+}
+
+// export writes the transcript as JSON lines to args[0] or Out.
+func (s *session) export(args []string) {
+	var w io.Writer = s.o.Out
+	if len(args) > 0 {
+		f, err := os.Create(args[0])
+		if err != nil {
+			fmt.Fprintf(s.o.Err, "boxwire: export: %v\n", err)
+			return
+		}
+		defer f.Close()
+		w = f
+	}
+	s.r.EndLine()
+	for _, env := range s.transcript {
+		data, err := wire.Marshal(env)
+		if err == nil {
+			fmt.Fprintf(w, "%s\n", data)
+		}
+	}
+	if len(args) > 0 {
+		s.r.Printf("exported %d events to %s", len(s.transcript), args[0])
 	}
 }
 

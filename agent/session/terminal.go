@@ -1,0 +1,296 @@
+package session
+
+import (
+	"errors"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/boxwire/boxwire/agent/terminal"
+	"github.com/boxwire/boxwire/bridge/wire"
+	"github.com/gorilla/websocket"
+)
+
+// Terminal traffic of a connection (docs/terminal.md) has a queue of its
+// own beside the events: output frames and terminal control messages, in
+// order, bounded in bytes.
+const (
+	// termBudget is how many bytes of output frames may wait for the writer
+	// before the connection counts as full (terminal.Sink.Offer refuses).
+	termBudget = 8 << 20
+	// termQueueLen bounds the number of queued terminal items.
+	termQueueLen = 4096
+	// coalesceItems bounds how many queued items one write gathers, so the
+	// writer still gets round to pings under a steady stream.
+	coalesceItems = 64
+)
+
+// termOut is one queued terminal item: a control message or an output frame.
+type termQueue struct {
+	term      chan termOut
+	termBytes atomic.Int64 // bytes of frames in term
+}
+
+type termOut struct {
+	env   *wire.Envelope
+	frame []byte
+}
+
+// terminalRegistry holds the server's terminal sessions, created on first
+// use; closeTerminals closes it for good.
+type terminalRegistry struct {
+	mu     sync.Mutex
+	reg    *terminal.Registry
+	closed bool
+}
+
+func (t *terminalRegistry) get() *terminal.Registry {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.reg
+}
+
+// terminals returns the server's registry, creating it on first use. After
+// closeTerminals it returns a closed registry, whose Open fails.
+func (s *Server) terminals() *terminal.Registry {
+	s.terms.mu.Lock()
+	defer s.terms.mu.Unlock()
+	if s.terms.reg == nil {
+		cfg := s.cfg.Terminal
+		if cfg.Dir == "" {
+			cfg.Dir = s.cfg.Loop.Workspace
+		}
+		if cfg.Logger == nil {
+			cfg.Logger = s.log.With("component", "terminal")
+		}
+		s.terms.reg = terminal.New(cfg)
+		if s.terms.closed {
+			s.terms.reg.Close()
+		}
+	}
+	return s.terms.reg
+}
+
+// closeTerminals ends every terminal session (the sandbox is ending) and
+// waits for their goroutines.
+func (s *Server) closeTerminals() {
+	s.terms.mu.Lock()
+	s.terms.closed = true
+	reg := s.terms.reg
+	s.terms.mu.Unlock()
+	if reg != nil {
+		reg.Close()
+	}
+}
+
+// Send implements terminal.Sink: it queues a control message after the
+// frames queued before it. A connection whose terminal queue is full is
+// dropped.
+func (c *conn) Send(env wire.Envelope) {
+	if c.thread != nil {
+		env.Thread = c.thread.name
+	}
+	select {
+	case <-c.done:
+	case c.term <- termOut{env: &env}:
+	default:
+		c.log.Warn("terminal queue full; dropping connection")
+		c.drop()
+	}
+}
+
+// Offer implements terminal.Sink: it queues an output frame unless
+// termBudget bytes already wait.
+func (c *conn) Offer(frame []byte) bool {
+	n := int64(len(frame))
+	if c.termBytes.Load()+n > termBudget {
+		return false
+	}
+	select {
+	case <-c.done:
+		return true // gone: nothing to wait for
+	case c.term <- termOut{frame: frame}:
+		c.termBytes.Add(n)
+		return true
+	default:
+		return false
+	}
+}
+
+// writeTerm writes out and whatever else is queued (up to coalesceItems),
+// merging consecutive output frames of one session into frames of up to
+// wire.MaxFrameData bytes.
+func (c *conn) writeTerm(out termOut) error {
+	var buf []byte
+	var session string
+	flush := func() error {
+		if buf == nil {
+			return nil
+		}
+		err := c.writeBinary(buf)
+		buf = nil
+		return err
+	}
+	for i := 0; ; i++ {
+		if out.env != nil {
+			if err := flush(); err != nil {
+				return err
+			}
+			if err := c.write(*out.env); err != nil {
+				return err
+			}
+		} else {
+			c.termBytes.Add(-int64(len(out.frame)))
+			f, err := wire.ParseFrame(out.frame)
+			if err != nil {
+				return err
+			}
+			if buf != nil && (f.Session != session || len(buf)+len(f.Data) > wire.FrameHeaderLen(session)+wire.MaxFrameData) {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+			if buf == nil {
+				session = f.Session
+				buf = append(make([]byte, 0, wire.FrameHeaderLen(session)+wire.MaxFrameData), out.frame...)
+			} else {
+				buf = append(buf, f.Data...)
+			}
+		}
+		if i >= coalesceItems {
+			return flush()
+		}
+		select {
+		case out = <-c.term:
+		default:
+			return flush()
+		}
+	}
+}
+
+func (c *conn) writeBinary(b []byte) error {
+	if err := c.ws.SetWriteDeadline(time.Now().Add(writeWait)); err != nil {
+		return err
+	}
+	return c.ws.WriteMessage(websocket.BinaryMessage, b)
+}
+
+// input handles a binary frame from the peer: keystrokes for a session.
+// Problems are answered as errors; the connection stays.
+func (c *conn) input(r io.Reader) {
+	data, err := io.ReadAll(io.LimitReader(r, int64(wire.MaxFrameData)+256+1))
+	if err != nil {
+		return
+	}
+	if c.thread == nil {
+		return // before hello: ignored, the handshake will fail
+	}
+	f, err := wire.ParseFrame(data)
+	if err == nil && f.Kind != wire.FrameInput {
+		err = errors.New("only input frames travel towards the agent")
+	}
+	if err != nil {
+		c.reply(wire.ErrorEnvelope(c.thread.name, "", wire.CodeBadMessage, "%v", err))
+		return
+	}
+	s, err := c.s.terminals().Get(f.Session)
+	if err == nil {
+		err = s.Write(f.Data)
+	}
+	if err != nil {
+		c.reply(wire.ErrorEnvelope(c.thread.name, "", terminalCode(err), "terminal input: %v", err))
+	}
+}
+
+// terminal handles one terminal control request.
+func (c *conn) terminal(env wire.Envelope) {
+	name := c.thread.name
+	reg := c.s.terminals()
+	fail := func(err error) {
+		c.reply(wire.ErrorEnvelope(name, env.ID, terminalCode(err), "%s: %v", env.Type, err))
+	}
+	switch env.Type {
+	case wire.TypeTerminalOpen:
+		var o wire.TerminalOpen
+		if err := decodeIf(env, &o); err != nil {
+			fail(err)
+			return
+		}
+		s, err := reg.Open(o)
+		if err != nil {
+			fail(err)
+			return
+		}
+		s.Attach(c, env.ID)
+	case wire.TypeTerminalList:
+		c.reply(wire.MustNew(wire.TypeTerminalSessions, name, env.ID, wire.TerminalSessions{Sessions: reg.List()}))
+	case wire.TypeTerminalAttach, wire.TypeTerminalDetach, wire.TypeTerminalClose, wire.TypeTerminalResize, wire.TypeTerminalSignal:
+		c.terminalSession(reg, env, fail)
+	default:
+		c.reply(wire.ErrorEnvelope(name, env.ID, wire.CodeBadMessage, "%q is not a request", env.Type))
+	}
+}
+
+// terminalSession handles the requests that name a session.
+func (c *conn) terminalSession(reg *terminal.Registry, env wire.Envelope, fail func(error)) {
+	var p struct {
+		wire.TerminalResize
+		Signal string `json:"signal"`
+	}
+	if err := env.Decode(&p); err != nil {
+		fail(err)
+		return
+	}
+	s, err := reg.Get(p.Session)
+	if err != nil {
+		fail(err)
+		return
+	}
+	switch env.Type {
+	case wire.TypeTerminalAttach:
+		s.Attach(c, env.ID)
+	case wire.TypeTerminalDetach:
+		s.Detach(c)
+		c.Send(wire.MustNew(wire.TypeTerminalDetached, "", env.ID, wire.TerminalDetached{Session: p.Session, Reason: wire.DetachRequested}))
+	case wire.TypeTerminalClose:
+		if err := reg.CloseSession(p.Session); err != nil && !errors.Is(err, terminal.ErrNotFound) {
+			c.log.Debug("close terminal", "session", p.Session, "err", err)
+		}
+		c.Send(wire.MustNew(wire.TypeTerminalClosed, "", env.ID, wire.TerminalRef{Session: p.Session}))
+	case wire.TypeTerminalResize:
+		err = s.Resize(p.Cols, p.Rows)
+	case wire.TypeTerminalSignal:
+		err = s.Signal(p.Signal)
+	}
+	if err != nil {
+		fail(err)
+	}
+}
+
+// decodeIf decodes env's payload into v when it has one.
+func decodeIf(env wire.Envelope, v any) error {
+	if len(env.Data) == 0 {
+		return nil
+	}
+	return env.Decode(v)
+}
+
+func terminalCode(err error) wire.Code {
+	switch {
+	case errors.Is(err, terminal.ErrNotFound):
+		return wire.CodeNotFound
+	case errors.Is(err, terminal.ErrClosed):
+		return wire.CodeInternal
+	default:
+		return wire.CodeBadMessage
+	}
+}
+
+// detachTerminals detaches a closing connection from every session; the
+// sessions go on.
+func (s *Server) detachTerminals(c *conn) {
+	if reg := s.terms.get(); reg != nil {
+		reg.DetachAll(c)
+	}
+}

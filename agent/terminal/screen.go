@@ -1,0 +1,161 @@
+package terminal
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+
+	"github.com/charmbracelet/x/vt"
+)
+
+// The emulator parses a few MB/s, slower than a PTY can write, so it is fed
+// on a goroutine of its own from a backlog, and the PTY never waits for it.
+// A backlog over maxBacklog (bulk output) is cut to its last keepTail bytes,
+// from a line start, after a full reset: the screen then shows the end of
+// the output, which is what a terminal would show, though modes set before
+// the cut are lost.
+const (
+	maxBacklog = 2 << 20
+	keepTail   = 256 << 10
+	feedChunk  = 32 << 10
+)
+
+// screen is a session's terminal state. Its methods are safe for concurrent
+// use; run feeds the emulator until close.
+type screen struct {
+	mu      sync.Mutex
+	cond    *sync.Cond
+	pending []byte
+	written uint64 // stream bytes accepted by write (after cuts, as fed)
+	fed     uint64 // stream bytes the emulator has parsed
+	closed  bool
+
+	emuMu sync.Mutex
+	emu   *vt.Emulator
+}
+
+func newScreen(cols, rows uint16) *screen {
+	emu := vt.NewEmulator(int(cols), int(rows))
+	emu.SetScrollbackSize(1) // no scrollback: its upkeep costs more than the parsing
+	s := &screen{emu: emu}
+	s.cond = sync.NewCond(&s.mu)
+	return s
+}
+
+// write queues p for the emulator without waiting for it.
+func (s *screen) write(p []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pending = append(s.pending, p...)
+	s.written += uint64(len(p))
+	if len(s.pending) > maxBacklog {
+		tail := s.pending[len(s.pending)-keepTail:]
+		if i := bytes.IndexByte(tail, '\n'); i >= 0 {
+			tail = tail[i+1:]
+		}
+		cut := append([]byte("\x1bc\r\n"), tail...)
+		s.written += uint64(len(cut)) - uint64(len(s.pending))
+		s.pending = cut
+	}
+	s.cond.Broadcast()
+}
+
+// run feeds the emulator until close. It also drains the emulator's answers
+// to terminal queries: the watchers' own terminals answer those.
+func (s *screen) run(drainDone chan<- struct{}) {
+	pipe := s.emu.InputPipe().(*io.PipeWriter)
+	go func() {
+		defer close(drainDone)
+		_, _ = io.Copy(io.Discard, s.emu)
+	}()
+	defer pipe.Close()
+	for {
+		s.mu.Lock()
+		for len(s.pending) == 0 && !s.closed {
+			s.cond.Wait()
+		}
+		if len(s.pending) == 0 {
+			s.mu.Unlock()
+			return
+		}
+		n := min(len(s.pending), feedChunk)
+		chunk := append([]byte(nil), s.pending[:n]...)
+		s.pending = s.pending[n:]
+		if len(s.pending) == 0 {
+			s.pending = nil
+		}
+		s.mu.Unlock()
+
+		s.emuMu.Lock()
+		_, _ = s.emu.Write(chunk)
+		s.emuMu.Unlock()
+
+		s.mu.Lock()
+		s.fed += uint64(n)
+		s.cond.Broadcast()
+		s.mu.Unlock()
+	}
+}
+
+// sync waits until the emulator has parsed everything written so far (or
+// the screen closed), then runs f with the emulator.
+func (s *screen) sync(f func(e *vt.Emulator)) {
+	s.mu.Lock()
+	for s.fed < s.written && !s.closed {
+		s.cond.Wait()
+	}
+	s.mu.Unlock()
+	s.emuMu.Lock()
+	defer s.emuMu.Unlock()
+	f(s.emu)
+}
+
+// close makes run return once the backlog is parsed.
+func (s *screen) close() {
+	s.mu.Lock()
+	s.closed = true
+	s.cond.Broadcast()
+	s.mu.Unlock()
+}
+
+// render draws the current screen (see renderEmulator).
+func (s *screen) render() string {
+	var out string
+	s.sync(func(e *vt.Emulator) { out = renderEmulator(e) })
+	return out
+}
+
+// renderEmulator draws the emulator's screen for a terminal of the same
+// size: reset the style, enter or leave the alternate screen as the program
+// has, clear, draw each line at its row, then place and show or hide the
+// cursor. It asks nothing of the terminal it is sent to, so it cannot
+// inject stale answers into the program's input.
+func renderEmulator(e *vt.Emulator) string {
+	var b strings.Builder
+	b.WriteString("\x1b[0m")
+	if e.IsAltScreen() {
+		b.WriteString("\x1b[?1049h")
+	} else {
+		b.WriteString("\x1b[?1049l")
+	}
+	b.WriteString("\x1b[H\x1b[2J")
+	for y, line := range strings.Split(e.Render(), "\n") {
+		if y >= e.Height() {
+			break
+		}
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		fmt.Fprintf(&b, "\x1b[%d;1H%s\x1b[0m", y+1, line)
+	}
+	pos := e.CursorPosition()
+	fmt.Fprintf(&b, "\x1b[%d;%dH", pos.Y+1, pos.X+1)
+	if e.CursorHidden() {
+		b.WriteString("\x1b[?25l")
+	} else {
+		b.WriteString("\x1b[?25h")
+	}
+	return b.String()
+}

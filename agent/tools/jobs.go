@@ -1,0 +1,259 @@
+package tools
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/boxwire/boxwire/agent/shell"
+)
+
+// wrapper prepares a command's shell before running it as a login shell:
+// the kernel's OOM killer picks it before the agent, and it dumps no core.
+const wrapper = `echo 1000 > /proc/self/oom_score_adj 2>/dev/null; ulimit -c 0 2>/dev/null; exec bash -lc "$1"`
+
+// maxFinishedJobs bounds how many ended background jobs stay listed.
+const maxFinishedJobs = 50
+
+// jobManager runs commands and keeps the ones that went on in the
+// background. It owns one watcher goroutine per command, which Close waits
+// for. It is safe for concurrent use.
+type jobManager struct {
+	store *outputStore
+	limit int // model-visible bytes of one output
+	grace time.Duration
+	env   []string
+	cols  uint16
+	rows  uint16
+
+	mu     sync.Mutex
+	jobs   map[string]*job
+	seq    int
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// job is one command on a PTY. Fields above mu are set at start.
+type job struct {
+	id      string
+	command string
+	started time.Time
+	proc    *shell.Process
+	done    chan struct{} // closed once the command ended and was cleaned up
+	limit   int
+
+	mu         sync.Mutex
+	clean      *cleaner
+	capture    *capture
+	file       *outFile
+	stream     func([]byte)
+	lastOutput time.Time
+	background bool
+	ended      time.Time
+	code       int
+	waitErr    error
+	stopReason string // set when we stopped it: timed_out, interrupted, killed
+	keptPath   string // the full-output file, once kept
+}
+
+var errJobsClosed = errors.New("the agent is shutting down")
+
+// start launches command in dir. stream, when not nil, receives the raw
+// output until the job is detached.
+func (m *jobManager) start(command, dir string, stream func([]byte)) (*job, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, errJobsClosed
+	}
+	m.seq++
+	j := &job{
+		id:         "j" + strconv.Itoa(m.seq),
+		command:    command,
+		started:    time.Now(),
+		done:       make(chan struct{}),
+		limit:      m.limit,
+		capture:    newCapture(m.limit),
+		stream:     stream,
+		lastOutput: time.Now(),
+	}
+	j.file = m.store.create(j.id)
+	j.clean = &cleaner{out: io.MultiWriter(j.capture, j.file)}
+	proc, err := shell.Start(context.Background(), shell.Spec{
+		Command:   []string{"bash", "-c", wrapper, "boxwire-exec", command},
+		Dir:       dir,
+		Env:       m.env,
+		Cols:      m.cols,
+		Rows:      m.rows,
+		Stdin:     shell.StdinNull,
+		Output:    j,
+		KillGrace: m.grace,
+	})
+	if err != nil {
+		j.file.finish(false)
+		return nil, err
+	}
+	j.proc = proc
+	m.jobs[j.id] = j
+	m.wg.Add(1)
+	go m.watch(j)
+	return j, nil
+}
+
+// watch waits for the job's command to end, kills what it left in its
+// process group and records the outcome.
+func (m *jobManager) watch(j *job) {
+	defer m.wg.Done()
+	code, err := j.proc.Wait()
+	_ = j.proc.Close()
+	j.mu.Lock()
+	j.clean.FlushLine()
+	j.code, j.waitErr, j.ended = code, err, time.Now()
+	keep := j.background || j.capture.total > int64(j.limit)
+	if keep && j.file != nil {
+		j.keptPath = j.file.path
+	}
+	j.stream = nil
+	file := j.file
+	j.mu.Unlock()
+	file.finish(keep)
+	close(j.done)
+	m.trim()
+}
+
+// Write receives the command's raw terminal output (from the process's
+// read loop).
+func (j *job) Write(p []byte) (int, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.lastOutput = time.Now()
+	_, _ = j.clean.Write(p)
+	if j.stream != nil {
+		j.stream(p)
+	}
+	return len(p), nil
+}
+
+// kill stops the command's process group, recording why, and blocks until
+// it is gone.
+func (j *job) kill(reason string) {
+	j.mu.Lock()
+	if j.stopReason == "" && !j.hasEnded() {
+		j.stopReason = reason
+	}
+	j.mu.Unlock()
+	_ = j.proc.Close()
+	<-j.done
+}
+
+func (j *job) hasEnded() bool {
+	select {
+	case <-j.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// detach turns the job into a background job: streaming stops and the
+// job is listed by jobs().
+func (j *job) detach() {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.stream = nil
+	j.background = true
+	j.clean.FlushLine()
+}
+
+// idleFor says how long the command has produced no output.
+func (j *job) idleFor() time.Duration {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return time.Since(j.lastOutput)
+}
+
+// lookup returns the background job id.
+func (m *jobManager) lookup(id string) (*job, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	j, ok := m.jobs[id]
+	if ok {
+		j.mu.Lock()
+		ok = j.background
+		j.mu.Unlock()
+	}
+	if !ok {
+		return nil, fmt.Errorf("no background job %q; call jobs to list them", id)
+	}
+	return j, nil
+}
+
+// forget drops a foreground job once its call is answered.
+func (m *jobManager) forget(j *job) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	j.mu.Lock()
+	bg := j.background
+	j.mu.Unlock()
+	if !bg {
+		delete(m.jobs, j.id)
+	}
+}
+
+// list returns the background jobs, oldest first.
+func (m *jobManager) list() []*job {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []*job
+	for _, j := range m.jobs {
+		j.mu.Lock()
+		if j.background {
+			out = append(out, j)
+		}
+		j.mu.Unlock()
+	}
+	slices.SortFunc(out, func(a, b *job) int { return a.started.Compare(b.started) })
+	return out
+}
+
+// trim forgets the oldest ended background jobs beyond maxFinishedJobs.
+func (m *jobManager) trim() {
+	var ended []*job
+	for _, j := range m.list() {
+		if j.hasEnded() {
+			ended = append(ended, j)
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i := 0; i < len(ended)-maxFinishedJobs; i++ {
+		delete(m.jobs, ended[i].id)
+	}
+}
+
+// Close kills every running command and waits for the watchers. It is
+// idempotent.
+func (m *jobManager) Close() {
+	m.mu.Lock()
+	m.closed = true
+	all := make([]*job, 0, len(m.jobs))
+	for _, j := range m.jobs {
+		all = append(all, j)
+	}
+	m.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, j := range all {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			j.kill("killed")
+		}()
+	}
+	wg.Wait()
+	m.wg.Wait()
+}

@@ -1,0 +1,195 @@
+package tools_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/boxwire/boxwire/agent/tools"
+	"github.com/boxwire/boxwire/bridge/wire"
+)
+
+func TestExecuteEnvironment(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "sk-secret")
+	t.Setenv("BOXWIRE_TOKEN", "tok-secret")
+	set, _ := newSet(t, tools.Config{Env: []string{"HTTP_PROXY=http://127.0.0.1:3128", "PAGER=less"}})
+	tests := []struct{ name, command, want string }{
+		{"secrets are not inherited", `echo "[$OPENAI_API_KEY][$BOXWIRE_TOKEN]"`, "[][]\n"},
+		{"extra env", `echo "$HTTP_PROXY"`, "http://127.0.0.1:3128\n"},
+		{"extra env wins", `echo "$PAGER"`, "less\n"},
+		{"defaults", `echo "$NO_COLOR $GIT_TERMINAL_PROMPT $DEBIAN_FRONTEND $GIT_PAGER"`, "1 0 noninteractive cat\n"},
+		{"home and path", `test -n "$HOME" && command -v bash >/dev/null && echo ok`, "ok\n"},
+		{"oom score", `cat /proc/self/oom_score_adj`, "1000\n"},
+		{"no core dumps", `ulimit -c`, "0\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := call(t, set, "execute", map[string]any{"command": tt.command})
+			if res.Err != "" || res.Output != tt.want {
+				t.Errorf("got %q (err %q), want %q", res.Output, res.Err, tt.want)
+			}
+		})
+	}
+}
+
+func TestExecuteTimeoutAboveMaximum(t *testing.T) {
+	set, _ := newSet(t, tools.Config{MaxExecTimeout: time.Minute})
+	res := call(t, set, "execute", map[string]any{"command": "true", "timeout": 61})
+	if !strings.Contains(res.Err, "above the maximum of 60s") {
+		t.Errorf("Err = %q", res.Err)
+	}
+}
+
+// TestAwaitingInput runs a command that reads from its terminal: it comes
+// back as awaiting_input, then takes its answer through job_write.
+func TestAwaitingInput(t *testing.T) {
+	set, _ := newSet(t, tools.Config{InputIdle: 300 * time.Millisecond})
+	began := time.Now()
+	res := call(t, set, "execute", map[string]any{
+		"command": `echo starting; read -p "Name: " name </dev/tty; echo "hello $name"`,
+	})
+	if res.Status != wire.StatusAwaitingInput || res.JobID == "" || res.ExitCode != nil {
+		t.Fatalf("result = %+v", res)
+	}
+	if !strings.Contains(res.Output, "starting\nName: ") {
+		t.Errorf("output so far = %q", res.Output)
+	}
+	t.Logf("awaiting_input after %v", time.Since(began))
+
+	jobs := call(t, set, "jobs", map[string]any{})
+	if !strings.Contains(jobs.Output, res.JobID+"\tis running, waiting for input") {
+		t.Errorf("jobs = %q", jobs.Output)
+	}
+	w := call(t, set, "job_write", map[string]any{"id": res.JobID, "input": "bob\n"})
+	if w.Err != "" {
+		t.Fatal(w.Err)
+	}
+	out := awaitJobEnd(t, set, res.JobID)
+	if !strings.Contains(out.Output, "hello bob") || out.Status != wire.StatusExited || *out.ExitCode != 0 {
+		t.Errorf("job_output = %+v", out)
+	}
+}
+
+// awaitJobEnd polls job_output until the job has ended.
+func awaitJobEnd(t *testing.T, set *tools.Set, id string) tools.Result {
+	t.Helper()
+	deadline := time.Now().Add(callLimit)
+	for {
+		res := call(t, set, "job_output", map[string]any{"id": id, "since": 0})
+		if res.ExitCode != nil {
+			return res
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s never ended: %+v", id, res)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestBackgroundJob(t *testing.T) {
+	set, ws := newSet(t, tools.Config{})
+	res := call(t, set, "execute", map[string]any{
+		"command":    `echo $$ > job.pid; for i in 1 2 3; do echo line$i; done; sleep 1000`,
+		"background": true,
+	})
+	if res.Status != wire.StatusBackground || res.JobID == "" {
+		t.Fatalf("result = %+v", res)
+	}
+	id := res.JobID
+	deadline := time.Now().Add(callLimit)
+	var out tools.Result
+	for {
+		out = call(t, set, "job_output", map[string]any{"id": id})
+		if strings.Contains(out.Output, "line3") || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !strings.HasPrefix(out.Output, "line1\nline2\nline3\n") || out.Status != wire.StatusBackground || out.ExitCode != nil {
+		t.Fatalf("job_output = %+v", out)
+	}
+	since := call(t, set, "job_output", map[string]any{"id": id, "since": 6})
+	if !strings.HasPrefix(since.Output, "line2\nline3\n[job "+id+" is running; bytes 6-18 of 18; next since=18]") {
+		t.Errorf("job_output since 6 = %q", since.Output)
+	}
+	if l := call(t, set, "jobs", map[string]any{}); !strings.Contains(l.Output, id+"\tis running") {
+		t.Errorf("jobs = %q", l.Output)
+	}
+	pid := readPid(t, filepath.Join(ws, "job.pid"))
+	k := call(t, set, "job_kill", map[string]any{"id": id})
+	if k.Err != "" || k.Status != "killed" || !strings.HasPrefix(k.Output, "killed job "+id) {
+		t.Errorf("job_kill = %+v", k)
+	}
+	waitDead(t, pid)
+	if w := call(t, set, "job_write", map[string]any{"id": id, "input": "x"}); !strings.Contains(w.Err, "has ended") {
+		t.Errorf("job_write after kill: %q", w.Err)
+	}
+	for _, name := range []string{"job_output", "job_kill", "job_write"} {
+		if r := call(t, set, name, map[string]any{"id": "j999", "input": "x"}); !strings.Contains(r.Err, `no background job "j999"`) {
+			t.Errorf("%s of an unknown job: %q", name, r.Err)
+		}
+	}
+}
+
+// TestCloseKillsJobs proves that nothing a background job started is left
+// running once the tools are closed (agent shutdown).
+func TestCloseKillsJobs(t *testing.T) {
+	ws := t.TempDir()
+	set := tools.New(tools.Config{Workspace: ws, OutputDir: t.TempDir()})
+	res := call(t, set, "execute", map[string]any{
+		"command":    `(trap '' HUP TERM; sleep 1000) & echo $! > child.pid; sleep 1000`,
+		"background": true,
+	})
+	if res.JobID == "" {
+		t.Fatalf("result = %+v", res)
+	}
+	deadline := time.Now().Add(callLimit)
+	for {
+		if b, err := os.ReadFile(filepath.Join(ws, "child.pid")); err == nil && strings.HasSuffix(string(b), "\n") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the job never wrote its child's pid")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := set.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitDead(t, readPid(t, filepath.Join(ws, "child.pid")))
+	if r := call(t, set, "execute", map[string]any{"command": "true"}); !strings.Contains(r.Err, "shutting down") {
+		t.Errorf("execute after Close: %+v", r)
+	}
+}
+
+// TestOutputDirBounded runs commands with large outputs into a small
+// output directory: the oldest files go.
+func TestOutputDirBounded(t *testing.T) {
+	dir := t.TempDir()
+	set, _ := newSet(t, tools.Config{OutputLimit: 100, OutputDir: dir, OutputDirLimit: 50000})
+	var paths []string
+	for range 5 {
+		res := call(t, set, "execute", map[string]any{"command": "seq 1 5000"}) // 23893 bytes
+		if res.OutputPath == "" {
+			t.Fatalf("no output path: %+v", res)
+		}
+		paths = append(paths, res.OutputPath)
+	}
+	var total int64
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		info, _ := e.Info()
+		total += info.Size()
+	}
+	if total > 50000 {
+		t.Errorf("output dir holds %d bytes, limit 50000", total)
+	}
+	if _, err := os.Stat(paths[4]); err != nil {
+		t.Errorf("newest output file is gone: %v", err)
+	}
+	if _, err := os.Stat(paths[0]); err == nil {
+		t.Error("oldest output file was kept")
+	}
+}

@@ -1,0 +1,138 @@
+package egress
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+)
+
+// socketMode lets the sandbox's user connect; the per-sandbox folder keeps
+// other sandboxes out.
+const socketMode = 0o666
+
+// tunnel answers CONNECT: it dials t, hijacks the caller's connection and
+// copies both ways until either side closes (or the proxy closes).
+func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request, t Target) {
+	up, err := p.dial(r.Context(), t)
+	if err != nil {
+		p.log.Warn("egress connect failed", "host", t.Host, "err", err)
+		http.Error(w, "boxwire egress: connect failed: "+err.Error(), http.StatusBadGateway)
+		return
+	}
+	down, rw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		up.Close()
+		http.Error(w, "boxwire egress: cannot tunnel", http.StatusInternalServerError)
+		return
+	}
+	if !p.track(up, down) {
+		up.Close()
+		down.Close()
+		return
+	}
+	defer p.untrack(up, down)
+	if _, err := io.WriteString(down, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		return
+	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		_, _ = io.Copy(down, up)
+		down.Close()
+		up.Close()
+	}()
+	_, _ = io.Copy(up, rw) // rw holds what the caller sent after the headers
+	up.Close()
+	down.Close()
+}
+
+// track records a live tunnel so Close can cut it; false if closed.
+func (p *Proxy) track(cs ...net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	for _, c := range cs {
+		p.tunnels[c] = struct{}{}
+	}
+	return true
+}
+
+func (p *Proxy) untrack(cs ...net.Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range cs {
+		delete(p.tunnels, c)
+	}
+}
+
+// closeTunnels cuts every live tunnel and waits for their goroutines.
+func (p *Proxy) closeTunnels() {
+	p.mu.Lock()
+	p.closed = true
+	for c := range p.tunnels {
+		c.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+	p.transport.CloseIdleConnections()
+}
+
+// Listener is a proxy served on a unix socket.
+type Listener struct {
+	path string
+	srv  *http.Server
+	p    *Proxy
+	done chan struct{}
+}
+
+// ServeUnix listens on a unix socket at path (replacing a stale file),
+// makes it connectable by any user and serves p on it in a goroutine owned
+// by the returned Listener. It does not block.
+func (p *Proxy) ServeUnix(path string) (*Listener, error) {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("remove stale socket %s: %w", path, err)
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", path, err)
+	}
+	if err := os.Chmod(path, socketMode); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("chmod %s: %w", path, err)
+	}
+	l := &Listener{path: path, p: p, done: make(chan struct{}), srv: &http.Server{
+		Handler:           p,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
+	}}
+	go func() {
+		defer close(l.done)
+		if err := l.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			p.log.Error("egress proxy stopped", "socket", path, "err", err)
+		}
+	}()
+	return l, nil
+}
+
+// Close stops listening, cuts live requests and tunnels, waits for the
+// proxy's goroutines and removes the socket file. It is idempotent.
+func (l *Listener) Close() error {
+	err := l.srv.Close()
+	l.p.closeTunnels()
+	select {
+	case <-l.done:
+	case <-time.After(dialTimeout):
+		return errors.New("egress proxy did not stop")
+	}
+	if rerr := os.Remove(l.path); rerr != nil && !errors.Is(rerr, os.ErrNotExist) && err == nil {
+		err = fmt.Errorf("remove socket %s: %w", l.path, rerr)
+	}
+	return err
+}

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/boxwire/boxwire/bridge/sandbox"
+)
+
+// options are the bridge's settings from flags and the environment (flags
+// win).
+type options struct {
+	listen, token, image, dataDir, model, id string
+	images, runtimes                         []string
+	runtime, seccomp                         string
+	maxSandboxes                             int
+	idleTTL, maxLifetime, reapInterval       time.Duration
+	limits                                   sandbox.Limits
+	init                                     bool
+}
+
+// parseOptions reads args (after any subcommand) with defaults from getenv.
+func parseOptions(name string, args []string, getenv func(string) string) (options, error) {
+	var o options
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	env := func(key, def string) string { return envOr(getenv, key, def) }
+	fs.StringVar(&o.listen, "listen", env("BOXWIRE_BRIDGE_LISTEN", "127.0.0.1:7420"), "address to serve on")
+	fs.StringVar(&o.token, "token", getenv("BOXWIRE_TOKEN"), "bearer token clients must present (required)")
+	fs.StringVar(&o.image, "image", env("BOXWIRE_IMAGE", "boxwire:latest"), "default sandbox image")
+	images := fs.String("images", getenv("BOXWIRE_IMAGES"), "comma-separated images a thread may choose besides --image")
+	fs.StringVar(&o.dataDir, "data-dir", env("BOXWIRE_DATA_DIR", "/var/lib/boxwire"), "state folder")
+	fs.StringVar(&o.model, "model", getenv("BOXWIRE_MODEL"), "model name passed to agents")
+	fs.StringVar(&o.id, "id", getenv("BOXWIRE_BRIDGE_ID"), "owner label on this bridge's sandboxes (default: the host name)")
+	fs.StringVar(&o.runtime, "runtime", getenv("BOXWIRE_RUNTIME"), "OCI runtime of sandboxes, e.g. runsc (default: the engine's)")
+	runtimes := fs.String("runtimes", getenv("BOXWIRE_RUNTIMES"), "comma-separated runtimes a thread may choose besides --runtime")
+	fs.StringVar(&o.seccomp, "seccomp", env("BOXWIRE_SECCOMP", "builtin"), "seccomp profile: builtin, engine, or a JSON file")
+	fs.IntVar(&o.maxSandboxes, "max-sandboxes", envInt(getenv, "BOXWIRE_MAX_SANDBOXES", 20), "most live sandboxes (0: no bound)")
+	fs.DurationVar(&o.idleTTL, "idle-ttl", envDur(getenv, "BOXWIRE_IDLE_TTL", 30*time.Minute), "remove a sandbox unused this long")
+	fs.DurationVar(&o.maxLifetime, "max-lifetime", envDur(getenv, "BOXWIRE_MAX_LIFETIME", 24*time.Hour), "remove a sandbox this long after creation")
+	fs.DurationVar(&o.reapInterval, "reap-interval", envDur(getenv, "BOXWIRE_REAP_INTERVAL", 0), "how often to look for expired sandboxes (default: min(30s, idle-ttl/4))")
+	fs.Int64Var(&o.limits.PidsLimit, "pids-limit", int64(envInt(getenv, "BOXWIRE_PIDS_LIMIT", 512)), "processes per sandbox")
+	fs.Int64Var(&o.limits.MemoryBytes, "memory", int64(envInt(getenv, "BOXWIRE_MEMORY_BYTES", 2<<30)), "memory limit per sandbox in bytes")
+	cpus := fs.Float64("cpus", envFloat(getenv, "BOXWIRE_CPUS", 1), "CPUs per sandbox")
+	fs.Int64Var(&o.limits.TmpfsBytes, "tmpfs", int64(envInt(getenv, "BOXWIRE_TMPFS_BYTES", 256<<20)), "size of /tmp per sandbox in bytes")
+	fs.BoolVar(&o.init, "init", getenv("BOXWIRE_INIT") == "1", "run the engine's init as PID 1 (for images without one)")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	o.images, o.runtimes = splitList(*images), splitList(*runtimes)
+	o.limits.NanoCPUs = int64(*cpus * 1e9)
+	return o, nil
+}
+
+// docker is the sandbox manager's configuration.
+func (o options) docker(getenv func(string) string, log *slog.Logger) (sandbox.DockerConfig, error) {
+	cfg := sandbox.DockerConfig{Host: getenv("DOCKER_HOST"), Logger: log.With("component", "sandbox"),
+		Defaults: o.limits, Runtime: o.runtime, Init: o.init}
+	switch o.seccomp {
+	case "builtin", "":
+		p, err := sandbox.SeccompProfile()
+		if err != nil {
+			return cfg, err
+		}
+		cfg.SeccompProfile = p
+	case "engine":
+	default:
+		raw, err := os.ReadFile(o.seccomp)
+		if err != nil {
+			return cfg, fmt.Errorf("seccomp profile: %w", err)
+		}
+		cfg.SeccompProfile = string(raw)
+	}
+	return cfg, nil
+}
+
+func (o options) check() error {
+	if o.token == "" {
+		return errors.New("a token is required: --token or BOXWIRE_TOKEN")
+	}
+	return nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func envOr(getenv func(string) string, key, def string) string {
+	if v := getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func envInt(getenv func(string) string, key string, def int) int {
+	if v, err := strconv.Atoi(getenv(key)); err == nil {
+		return v
+	}
+	return def
+}
+
+func envFloat(getenv func(string) string, key string, def float64) float64 {
+	if v, err := strconv.ParseFloat(getenv(key), 64); err == nil {
+		return v
+	}
+	return def
+}
+
+func envDur(getenv func(string) string, key string, def time.Duration) time.Duration {
+	if v, err := time.ParseDuration(getenv(key)); err == nil {
+		return v
+	}
+	return def
+}

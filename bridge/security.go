@@ -1,0 +1,54 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/boxwire/boxwire/bridge/server"
+)
+
+// applySecurity sets the security parts of cfg from the environment:
+//
+//	BOXWIRE_EGRESS_ALLOW      comma-separated egress rules (empty: no network)
+//	BOXWIRE_LLM_MODELS        comma-separated model allowlist (empty: any)
+//	BOXWIRE_LLM_RPM           model calls per minute per sandbox (0: no cap)
+//	BOXWIRE_LLM_TOKEN_BUDGET  total tokens per sandbox (0: no cap)
+//	BOXWIRE_USAGE_EVENTS      1 publishes a usage event after every model call
+//	BOXWIRE_POSTURE           strict (default) or off
+//
+// runtime is the sandboxes' runtime: runsc ignores the engine's seccomp
+// option, so the posture check does not require seccomp there.
+func applySecurity(cfg *server.Config, getenv func(string) string, runtime string) error {
+	cfg.Egress = splitList(getenv("BOXWIRE_EGRESS_ALLOW"))
+	cfg.LLM.Models = splitList(getenv("BOXWIRE_LLM_MODELS"))
+	var err error
+	if cfg.LLM.RequestsPerMinute, err = atoi(getenv, "BOXWIRE_LLM_RPM"); err != nil {
+		return err
+	}
+	if cfg.LLM.TokenBudget, err = atoi(getenv, "BOXWIRE_LLM_TOKEN_BUDGET"); err != nil {
+		return err
+	}
+	cfg.UsageEvents = getenv("BOXWIRE_USAGE_EVENTS") == "1"
+	switch p := getenv("BOXWIRE_POSTURE"); p {
+	case "", "strict":
+		cfg.Posture = server.StrictPosture()
+		cfg.Posture.Seccomp = runtime != "runsc"
+	case "off":
+		cfg.Posture = nil
+	default:
+		return fmt.Errorf("BOXWIRE_POSTURE=%q: want strict or off", p)
+	}
+	return nil
+}
+
+func atoi(getenv func(string) string, key string) (int, error) {
+	v := getenv(key)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%s=%q: want a number of at least 0", key, v)
+	}
+	return n, nil
+}

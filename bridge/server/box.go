@@ -1,0 +1,256 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/boxwire/boxwire/bridge/llmproxy"
+	"github.com/boxwire/boxwire/bridge/sandbox"
+	"github.com/boxwire/boxwire/bridge/wire"
+)
+
+// labelIdleTTL keeps a sandbox's idle TTL across bridge restarts.
+const labelIdleTTL = "boxwire.idle_ttl"
+
+// errLimit, errClosing: see errorFor and the threads API.
+var (
+	errLimit   = errors.New("sandbox limit reached")
+	errClosing = errors.New("bridge shutting down")
+)
+
+// box is one sandbox and what the bridge runs for it: socket folder, LLM
+// proxy, container and workspace volume (res). Threads attach to it: one in
+// thread scope, any number in assistant scope. Fields above ready never
+// change after creation; those below are guarded by Server.mu.
+type box struct {
+	id        string // container boxwire-<id>, volume boxwire-ws-<id>, folder run/<id>
+	key       string // key in Server.boxes
+	scope     wire.Scope
+	assistant string
+	image     string
+	runtime   string
+	created   time.Time
+	expires   time.Time
+	idleTTL   time.Duration
+	res       *resources
+	ready     chan struct{} // closed once creation ended; err says how
+	err       error
+
+	lastUsed time.Time
+	threads  map[string]*thread
+	gone     bool // removed from Server.boxes; being or already removed
+}
+
+// boxOptions are the validated choices for a new thread's sandbox.
+type boxOptions struct {
+	scope     wire.Scope
+	assistant string
+	image     string
+	runtime   string
+	idleTTL   time.Duration
+}
+
+func boxKey(scope wire.Scope, name string) string { return string(scope) + ":" + name }
+
+func newBoxID(prefix string) (string, error) {
+	b := make([]byte, 6)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("box id: %w", err)
+	}
+	return prefix + hex.EncodeToString(b), nil
+}
+
+// acquireBox returns the running sandbox for o, creating it when needed:
+// an assistant's shared sandbox is reused; a thread's is always new
+// (threadID names it). It blocks while the sandbox is created (by this call
+// or a concurrent one) or until ctx ends. Creation fails with errLimit,
+// without creating anything, when MaxSandboxes are live.
+func (s *Server) acquireBox(ctx context.Context, o boxOptions, threadID string) (*box, error) {
+	key := boxKey(wire.ScopeThread, threadID)
+	if o.scope == wire.ScopeAssistant {
+		key = boxKey(wire.ScopeAssistant, o.assistant)
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, errClosing
+	}
+	if b, ok := s.boxes[key]; ok {
+		s.mu.Unlock()
+		select {
+		case <-b.ready:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if b.err != nil {
+			return nil, b.err
+		}
+		return b, nil
+	}
+	if max := s.cfg.MaxSandboxes; max > 0 && len(s.boxes) >= max {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("%w: this bridge runs at most %d sandboxes", errLimit, max)
+	}
+	b := &box{key: key, scope: o.scope, assistant: o.assistant, image: o.image, runtime: o.runtime,
+		idleTTL: o.idleTTL, ready: make(chan struct{}), threads: map[string]*thread{}}
+	b.created = time.Now().UTC().Truncate(time.Second)
+	b.expires = b.created.Add(s.cfg.MaxLifetime)
+	b.lastUsed = time.Now()
+	s.boxes[key] = b
+	s.mu.Unlock()
+
+	b.id = threadID
+	if o.scope == wire.ScopeAssistant {
+		b.id, b.err = newBoxID("a_")
+	}
+	if b.err == nil {
+		b.err = s.startBox(ctx, b)
+	}
+	if b.err != nil {
+		s.mu.Lock()
+		delete(s.boxes, key)
+		s.mu.Unlock()
+	}
+	close(b.ready)
+	return b, b.err
+}
+
+// startBox creates b's socket folder, LLM proxy and sandbox. It does not
+// wait for the agent. On failure it removes what it made.
+func (s *Server) startBox(ctx context.Context, b *box) (err error) {
+	b.res = &resources{}
+	log := s.log.With("box", b.id)
+	defer func() {
+		if err != nil {
+			s.removeResources(ctx, b.res, log)
+		}
+	}()
+	if b.res.dir, err = s.makeSocketDir(b.id); err != nil {
+		return err
+	}
+	if b.res.proxy, err = s.serveProxy(b.res.dir, log); err != nil {
+		return err
+	}
+	if b.res.egress, err = s.serveEgress(b.res.dir, log); err != nil {
+		return err
+	}
+	spec := s.spec(b)
+	b.res.volume = spec.WorkspaceVolume
+	sb, err := s.cfg.Manager.Create(ctx, spec)
+	if err != nil {
+		return fmt.Errorf("create sandbox: %w", err)
+	}
+	b.res.sandboxID = sb.ID
+	log.Info("sandbox created", "sandbox", sb.ID, "image", b.image, "scope", b.scope, "runtime", b.runtime)
+	return nil
+}
+
+// serveProxy serves a new LLM proxy on <dir>/llm.sock.
+func (s *Server) serveProxy(dir string, log *slog.Logger) (*llmproxy.Listener, error) {
+	llmCfg := s.cfg.LLM
+	llmCfg.Logger = log.With("component", "llmproxy")
+	llmCfg = s.securedLLM(llmCfg, dir)
+	proxy, err := llmproxy.New(llmCfg)
+	if err != nil {
+		return nil, err
+	}
+	return proxy.ServeUnix(filepath.Join(dir, llmSocket))
+}
+
+// labels are the labels of b's container and volume.
+func (s *Server) labels(b *box) map[string]string {
+	l := map[string]string{
+		sandbox.LabelOwner:   s.cfg.BridgeID,
+		sandbox.LabelScope:   string(b.scope),
+		sandbox.LabelBox:     b.id,
+		sandbox.LabelCreated: b.created.Format(time.RFC3339),
+		sandbox.LabelExpires: b.expires.Format(time.RFC3339),
+		labelIdleTTL:         b.idleTTL.String(),
+	}
+	if b.scope == wire.ScopeAssistant {
+		l[sandbox.LabelAssistant] = b.assistant
+	} else {
+		l[sandbox.LabelThread] = b.id
+	}
+	return l
+}
+
+// removeResources removes res, logging failures (the caller has an error
+// or nobody to tell), on a context detached from ctx.
+func (s *Server) removeResources(ctx context.Context, res *resources, log *slog.Logger) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	if err := res.remove(cctx, s.cfg.Manager); err != nil {
+		log.Error("remove sandbox resources", "err", err)
+	}
+}
+
+// boxOptionsFor validates a thread creation request against the config.
+func (s *Server) boxOptionsFor(req wire.CreateThread) (boxOptions, error) {
+	o := boxOptions{scope: req.Scope, assistant: req.Assistant, image: req.Image, runtime: req.Runtime, idleTTL: s.cfg.IdleTTL}
+	notAllowed := func(format string, args ...any) (boxOptions, error) {
+		return boxOptions{}, wire.Error{Code: wire.CodeNotAllowed, Message: fmt.Sprintf(format, args...)}
+	}
+	switch o.scope {
+	case "", wire.ScopeThread:
+		o.scope = wire.ScopeThread
+		if o.assistant != "" {
+			return notAllowed("assistant is only for scope %q", wire.ScopeAssistant)
+		}
+	case wire.ScopeAssistant:
+		if !validName(o.assistant) {
+			return notAllowed("scope assistant needs an assistant id of 1-64 letters, digits, '.', '_' or '-'")
+		}
+	default:
+		return notAllowed("unknown scope %q", o.scope)
+	}
+	if o.image == "" {
+		o.image = s.cfg.Image
+	} else if !slices.Contains(s.images(), o.image) {
+		return notAllowed("image %q is not allowed (allowed: %v)", o.image, s.images())
+	}
+	if o.runtime == "" {
+		o.runtime = s.cfg.Runtime
+	} else if !slices.Contains(append([]string{s.cfg.Runtime}, s.cfg.Runtimes...), o.runtime) {
+		return notAllowed("runtime %q is not allowed", o.runtime)
+	}
+	if req.TTL != "" {
+		d, err := time.ParseDuration(req.TTL)
+		if err != nil || d <= 0 {
+			return boxOptions{}, wire.Error{Code: wire.CodeBadMessage, Message: "ttl must be a positive duration like 10m"}
+		}
+		o.idleTTL = min(d, s.cfg.IdleTTL)
+	}
+	return o, nil
+}
+
+// images is the allowlist: the default image and Config.Images.
+func (s *Server) images() []string { return append([]string{s.cfg.Image}, s.cfg.Images...) }
+
+func validName(n string) bool {
+	if n == "" || len(n) > 64 {
+		return false
+	}
+	for _, r := range n {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-'
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// parseIdleTTL reads labelIdleTTL, falling back to def.
+func parseIdleTTL(v string, def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(v); err == nil && d > 0 {
+		return d
+	}
+	return def
+}

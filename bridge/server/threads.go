@@ -1,0 +1,200 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/boxwire/boxwire/bridge/sandbox"
+	"github.com/boxwire/boxwire/bridge/wire"
+)
+
+// maxCreateBody bounds the body of POST /v1/threads.
+const maxCreateBody = 64 << 10
+
+// lifecycleDefaults fills the lifecycle fields of cfg.
+func lifecycleDefaults(cfg Config) Config {
+	if cfg.IdleTTL <= 0 {
+		cfg.IdleTTL = DefaultIdleTTL
+	}
+	if cfg.MaxLifetime <= 0 {
+		cfg.MaxLifetime = DefaultMaxLifetime
+	}
+	if cfg.ReapInterval <= 0 {
+		cfg.ReapInterval = min(30*time.Second, cfg.IdleTTL/4)
+	}
+	cfg.ReapInterval = max(cfg.ReapInterval, 50*time.Millisecond)
+	if cfg.Store == nil {
+		cfg.Store = NewMemStore()
+	}
+	return cfg
+}
+
+// postThread creates a thread and its sandbox (POST /v1/threads) and
+// answers 201 with its ThreadInfo once its agent is ready.
+func (s *Server) postThread(w http.ResponseWriter, r *http.Request) {
+	var req wire.CreateThread
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxCreateBody))
+	if err == nil && len(body) > 0 {
+		err = json.Unmarshal(body, &req)
+	}
+	if err != nil {
+		writeJSONError(w, http.StatusBadRequest, wire.CodeBadMessage, "body: "+err.Error())
+		return
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	stop := context.AfterFunc(s.ctx, cancel)
+	defer stop()
+	t, err := s.createThread(ctx, req)
+	if err != nil {
+		s.log.Warn("create thread", "err", err)
+		status, env := httpError(err)
+		writeJSONError(w, status, env.Code, env.Message)
+		return
+	}
+	t.log.Info("thread created", "scope", t.box.scope, "box", t.box.id)
+	writeJSON(w, http.StatusCreated, s.info(r.Context(), t))
+}
+
+// httpError maps a creation error to a status and a wire error.
+func httpError(err error) (int, wire.Error) {
+	env := errorFor("", "", err)
+	var werr wire.Error
+	_ = env.Decode(&werr)
+	switch werr.Code {
+	case wire.CodeNotAllowed, wire.CodeBadMessage:
+		return http.StatusBadRequest, werr
+	case wire.CodeSandboxLimit:
+		return http.StatusTooManyRequests, werr
+	case wire.CodeEngineUnavailable, wire.CodeInternal:
+		return http.StatusServiceUnavailable, werr
+	}
+	return http.StatusBadGateway, werr
+}
+
+// listThreads answers GET /v1/threads with every live thread, oldest first.
+func (s *Server) listThreads(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	threads := make([]*thread, 0, len(s.threads))
+	for _, t := range s.threads {
+		threads = append(threads, t)
+	}
+	s.mu.Unlock()
+	list := wire.ThreadList{Threads: []wire.ThreadInfo{}}
+	for _, t := range threads {
+		list.Threads = append(list.Threads, s.info(r.Context(), t))
+	}
+	sort.Slice(list.Threads, func(i, j int) bool { return list.Threads[i].Created.Before(list.Threads[j].Created) })
+	writeJSON(w, http.StatusOK, list)
+}
+
+// getThread answers GET /v1/threads/{id}.
+func (s *Server) getThread(w http.ResponseWriter, r *http.Request) {
+	t := s.lookup(r.PathValue("id"))
+	if t == nil {
+		writeJSONError(w, http.StatusNotFound, wire.CodeNotFound, fmt.Sprintf("thread %q not found", r.PathValue("id")))
+		return
+	}
+	writeJSON(w, http.StatusOK, s.info(r.Context(), t))
+}
+
+// info describes t, asking the engine whether its sandbox runs.
+func (s *Server) info(ctx context.Context, t *thread) wire.ThreadInfo {
+	b := t.box
+	s.mu.Lock()
+	idle := b.lastUsed.Add(b.idleTTL)
+	s.mu.Unlock()
+	t.mu.Lock()
+	n := len(t.clients)
+	t.mu.Unlock()
+	status := wire.SandboxRunning
+	ctx, cancel := context.WithTimeout(ctx, inspectWait)
+	defer cancel()
+	if sb, err := s.cfg.Manager.Inspect(ctx, b.res.sandboxID); err != nil || !sb.Running {
+		status = wire.SandboxExitedStatus
+	}
+	return wire.ThreadInfo{
+		ID: t.id, Scope: b.scope, Assistant: b.assistant, Image: b.image, Runtime: b.runtime,
+		Status: status, SandboxID: b.res.sandboxID, Created: t.created, Expires: b.expires,
+		IdleExpires: idle.UTC().Truncate(time.Second), Clients: n,
+	}
+}
+
+// deleteThread removes a thread (DELETE /v1/threads/{id}); in thread scope
+// its sandbox, workspace volume, proxy and folder go with it, in assistant
+// scope the shared sandbox stays until its TTL.
+func (s *Server) deleteThread(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	t := s.lookup(id)
+	if t == nil {
+		writeJSONError(w, http.StatusNotFound, wire.CodeNotFound, fmt.Sprintf("thread %q not found", id))
+		return
+	}
+	if err := s.removeThread(r.Context(), t, wire.ErrorEnvelope(id, "", wire.CodeNotFound, "thread deleted")); err != nil {
+		t.log.Error("remove thread", "err", err)
+		writeJSONError(w, http.StatusInternalServerError, wire.CodeInternal, err.Error())
+		return
+	}
+	t.log.Info("thread deleted")
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// removeThread detaches t from the server and its box, closes its clients
+// with final, forgets its record and, when t owned its box alone (thread
+// scope), removes the sandbox and everything that goes with it. A thread
+// already removed is not an error.
+func (s *Server) removeThread(ctx context.Context, t *thread, final wire.Envelope) error {
+	b := t.box
+	s.mu.Lock()
+	if s.threads[t.id] == t {
+		delete(s.threads, t.id)
+	}
+	delete(b.threads, t.id)
+	b.lastUsed = time.Now()
+	own := b.scope == wire.ScopeThread && !b.gone
+	if own {
+		b.gone = true
+		if s.boxes[b.key] == b {
+			delete(s.boxes, b.key)
+		}
+	}
+	s.mu.Unlock()
+	t.shutdown(final)
+	err := s.cfg.Store.Delete(ctx, t.id)
+	if own {
+		err = errors.Join(err, b.res.remove(ctx, s.cfg.Manager))
+	}
+	return err
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// exitEvent describes a stopped sandbox for its clients. Exit code 137
+// without the engine's OOM flag is reported as a likely out-of-memory kill:
+// the engine flags only kills of the container's main process, and a child
+// killed by the OOM killer shows up as exit 137 (SIGKILL).
+func exitEvent(sb sandbox.Sandbox) wire.SandboxExited {
+	code := sb.ExitCode
+	ev := wire.SandboxExited{Reason: wire.ExitDied, ExitCode: &code, OOMKilled: sb.OOMKilled}
+	switch {
+	case sb.OOMKilled:
+		ev.Reason = wire.ExitOOM
+		ev.Message = fmt.Sprintf("sandbox stopped: exit code %d, killed for running out of memory", code)
+	case code == 137:
+		ev.Reason = wire.ExitOOM
+		ev.Message = "sandbox stopped: exit code 137 (killed; likely out of memory)"
+	default:
+		ev.Message = fmt.Sprintf("sandbox stopped: exit code %d", code)
+	}
+	return ev
+}

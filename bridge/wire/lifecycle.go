@@ -1,0 +1,111 @@
+package wire
+
+import "time"
+
+// Sandbox lifecycle: the event that tells a thread's clients its sandbox
+// went away, and the JSON bodies of the bridge's threads API
+// (POST/GET/DELETE /v1/threads). See docs/lifecycle.md.
+
+// TypeSandboxExited is the event a bridge publishes on a thread when its
+// sandbox stops: the container died (exit code, out of memory), its time
+// to live ran out, or the bridge removed it (payload SandboxExited).
+const TypeSandboxExited Type = "sandbox_exited"
+
+// Codes of the threads API and of hello, beside those in wire.go.
+const (
+	// CodeSandboxLimit means the bridge already runs its maximum number of
+	// sandboxes; nothing was created.
+	CodeSandboxLimit Code = "sandbox_limit"
+	// CodeNotAllowed means the request named an image, runtime or scope
+	// the bridge does not allow.
+	CodeNotAllowed Code = "not_allowed"
+)
+
+// ExitReason says why a sandbox stopped.
+type ExitReason string
+
+// Exit reasons.
+const (
+	// ExitDied: the container exited on its own or was killed.
+	ExitDied ExitReason = "exited"
+	// ExitOOM: the container, or its main process, was killed for running
+	// out of memory (or exited 137, the usual sign of it).
+	ExitOOM ExitReason = "oom"
+	// ExitIdle: nobody used the sandbox for its idle time to live.
+	ExitIdle ExitReason = "idle_timeout"
+	// ExitLifetime: the sandbox reached its maximum lifetime.
+	ExitLifetime ExitReason = "max_lifetime"
+)
+
+// SandboxExited is the payload of TypeSandboxExited.
+type SandboxExited struct {
+	Reason ExitReason `json:"reason"`
+	// ExitCode is the container's exit code when it died; nil when the
+	// bridge removed it (TTL).
+	ExitCode *int `json:"exit_code,omitempty"`
+	// OOMKilled is true when the engine reported an out-of-memory kill.
+	OOMKilled bool   `json:"oom_killed,omitempty"`
+	Message   string `json:"message"`
+}
+
+// Scope says which threads share a sandbox.
+type Scope string
+
+// Scopes.
+const (
+	// ScopeThread: one sandbox per thread (the default).
+	ScopeThread Scope = "thread"
+	// ScopeAssistant: one sandbox shared by every thread of an assistant id.
+	ScopeAssistant Scope = "assistant"
+)
+
+// CreateThread is the body of POST /v1/threads. Every field is optional.
+type CreateThread struct {
+	// Image must be one of the bridge's allowed images; empty means the
+	// bridge's default image.
+	Image string `json:"image,omitempty"`
+	// Runtime must be one of the bridge's allowed runtimes ("runsc");
+	// empty means the bridge's default runtime.
+	Runtime string `json:"runtime,omitempty"`
+	// Scope is ScopeThread (default) or ScopeAssistant.
+	Scope Scope `json:"scope,omitempty"`
+	// Assistant names the assistant whose sandbox the thread shares;
+	// required with ScopeAssistant.
+	Assistant string `json:"assistant,omitempty"`
+	// TTL is the sandbox's idle time to live as a Go duration ("10m");
+	// empty means the bridge's default. It can only shorten the bridge's.
+	TTL string `json:"ttl,omitempty"`
+}
+
+// Sandbox states in ThreadInfo.Status.
+const (
+	SandboxRunning      = "running"
+	SandboxExitedStatus = "exited"
+)
+
+// ThreadInfo describes a thread and its sandbox in the threads API.
+type ThreadInfo struct {
+	ID        string `json:"id"`
+	Scope     Scope  `json:"scope"`
+	Assistant string `json:"assistant,omitempty"`
+	Image     string `json:"image"`
+	Runtime   string `json:"runtime,omitempty"`
+	// Status is SandboxRunning or SandboxExitedStatus.
+	Status    string    `json:"status"`
+	SandboxID string    `json:"sandbox_id"`
+	Created   time.Time `json:"created"`
+	// Expires is when the sandbox is removed at the latest (its maximum
+	// lifetime); IdleExpires is when it is removed if nobody uses it.
+	Expires     time.Time `json:"expires"`
+	IdleExpires time.Time `json:"idle_expires"`
+	Clients     int       `json:"clients"`
+}
+
+// ThreadList is the body of GET /v1/threads.
+type ThreadList struct {
+	Threads []ThreadInfo `json:"threads"`
+}
+
+func init() {
+	registerEvents(TypeSandboxExited)
+}

@@ -1,0 +1,136 @@
+package e2e_test
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// benchEnabled turns the figures of TestBenchmarks on (make bench sets it).
+var benchEnabled = os.Getenv("BOXWIRE_BENCH") == "1"
+
+// figure is one line of the benchmark table.
+type figure struct {
+	name   string  // machine-readable name, e.g. relay_added
+	value  float64 // in unit
+	unit   string
+	ratio  float64 // 0: not a comparison
+	target string  // what the issue asks for, in words
+	met    *bool   // whether the target was reached; nil: no target
+	note   string  // what was compared, both sides
+}
+
+// report collects figures and prints them at the end.
+type report struct {
+	figs []figure
+}
+
+func (r *report) add(f figure) { r.figs = append(r.figs, f) }
+
+// print writes the table, then one `bench: NAME=VALUE UNIT [ratio=R]` line
+// per figure.
+func (r *report) print(t *testing.T) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n%-26s %14s  %-8s %-6s %s\n", "figure", "value", "ratio", "target", "measured as")
+	for _, f := range r.figs {
+		ratio := ""
+		if f.ratio != 0 {
+			ratio = strconv.FormatFloat(f.ratio, 'f', 3, 64)
+		}
+		verdict := ""
+		if f.met != nil {
+			verdict = map[bool]string{true: "met", false: "MISSED"}[*f.met]
+		}
+		fmt.Fprintf(&b, "%-26s %10.3f %-4s %-8s %-6s %s — target %s\n", f.name, f.value, f.unit, ratio, verdict, f.note, f.target)
+	}
+	b.WriteString("\n")
+	for _, f := range r.figs {
+		line := fmt.Sprintf("bench: %s=%s %s", f.name, strconv.FormatFloat(f.value, 'f', 3, 64), f.unit)
+		if f.ratio != 0 {
+			line += " ratio=" + strconv.FormatFloat(f.ratio, 'f', 3, 64)
+		}
+		b.WriteString(line + "\n")
+	}
+	// Straight to stdout, so the table reads as one block in `make bench`.
+	fmt.Print(b.String())
+	t.Log("benchmark table printed above")
+}
+
+func met(ok bool) *bool { return &ok }
+
+// median of durations, in milliseconds.
+func medianMS(ds []time.Duration) float64 {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	var m time.Duration
+	if n := len(s); n%2 == 1 {
+		m = s[n/2]
+	} else {
+		m = (s[n/2-1] + s[n/2]) / 2
+	}
+	return float64(m) / float64(time.Millisecond)
+}
+
+// percentileMS is the p-th percentile (0 < p ≤ 100) by nearest rank.
+func percentileMS(ds []time.Duration, p float64) float64 {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(float64(len(s))*p/100+0.5) - 1
+	i = max(0, min(i, len(s)-1))
+	return float64(s[i]) / float64(time.Millisecond)
+}
+
+// interleave runs a and b alternately for rounds, swapping which goes first
+// each round so neither side always runs warm, and returns their timings.
+func interleave(t *testing.T, rounds int, a, b func() time.Duration) (as, bs []time.Duration) {
+	t.Helper()
+	for i := range rounds {
+		if i%2 == 0 {
+			as = append(as, a())
+			bs = append(bs, b())
+		} else {
+			bs = append(bs, b())
+			as = append(as, a())
+		}
+	}
+	return as, bs
+}
+
+// rssKiB reads VmRSS of a process on this host from /proc.
+func rssKiB(t *testing.T, pid int) int64 {
+	t.Helper()
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatalf("read rss: %v", err)
+	}
+	defer f.Close()
+	return statusKiB(t, bufio.NewScanner(f), "VmRSS:")
+}
+
+// statusKiB finds a "Key:   N kB" line of a /proc status file.
+func statusKiB(t *testing.T, sc *bufio.Scanner, key string) int64 {
+	t.Helper()
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) >= 2 && fields[0] == key {
+			n, err := strconv.ParseInt(fields[1], 10, 64)
+			if err != nil {
+				t.Fatalf("parse %s: %v", key, err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no %s line", key)
+	return 0
+}

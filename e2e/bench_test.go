@@ -1,0 +1,217 @@
+package e2e_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/boxwire/boxwire/bridge/sandbox"
+	"github.com/boxwire/boxwire/client/chat"
+)
+
+// TestBenchmarks measures boxwire side by side with Docker's own paths and
+// prints the table README.md and BENCHMARKS.md quote. It runs only with
+// BOXWIRE_BENCH=1 (make bench), never in make test: figures live here, not in
+// timed unit tests.
+func TestBenchmarks(t *testing.T) {
+	if !benchEnabled {
+		t.Skip("set BOXWIRE_BENCH=1 (make bench)")
+	}
+	var r report
+	e := newEnv(t, helloScript)
+	e.startBridge()
+	benchRelay(t, e, &r)
+	benchNewThread(t, e, &r)
+	benchMemory(t, e, &r)
+	benchRebuild(t, &r)
+	r.print(t)
+}
+
+// agentSocket is the agent's own socket of a thread, which the bridge
+// dials; a client may dial it too (same protocol, no bridge).
+func (e *env) agentSocket(thread string) string {
+	return filepath.Join(e.dataDir, "run", thread, "agent.sock")
+}
+
+// benchRelay: a no-op protocol round trip (ping → pong, answered by the
+// agent) through the bridge versus straight to the agent's socket.
+func benchRelay(t *testing.T, e *env, r *report) {
+	const rounds = 2000
+	s := e.dial("")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	direct, err := chat.Dial(ctx, chat.Config{URL: "unix:" + e.agentSocket(s.conn.Thread()), Thread: s.conn.Thread()})
+	if err != nil {
+		t.Fatalf("dial the agent directly: %v", err)
+	}
+	defer direct.Close()
+	ping := func(c *chat.Conn) func() time.Duration {
+		return func() time.Duration {
+			d, err := c.Ping(ctx)
+			if err != nil {
+				t.Fatalf("ping: %v", err)
+			}
+			return d
+		}
+	}
+	for range 100 { // warm up both paths
+		ping(s.conn)()
+		ping(direct)()
+	}
+	via, straight := interleave(t, rounds, ping(s.conn), ping(direct))
+	added := medianMS(via) - medianMS(straight)
+	r.add(figure{name: "relay_added", value: added, unit: "ms", ratio: medianMS(via) / medianMS(straight),
+		target: "≤ 0.5 ms added at the median", met: met(added <= 0.5),
+		note: fmt.Sprintf("ping median %.3f ms via bridge vs %.3f ms to the agent, %d rounds", medianMS(via), medianMS(straight), rounds)})
+}
+
+// benchNewThread: a new thread until its agent said hello, versus a bare
+// create+start of the same image with the same hardening through the
+// Engine API.
+func benchNewThread(t *testing.T, e *env, r *report) {
+	const rounds = 7
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	thread := func() time.Duration {
+		start := time.Now()
+		conn, err := chat.Dial(ctx, chat.Config{URL: e.bridge.url, Token: e.token})
+		if err != nil {
+			t.Fatalf("new thread: %v", err)
+		}
+		d := time.Since(start)
+		conn.Close()
+		if err := chat.DeleteThread(ctx, chat.Config{URL: e.bridge.url, Token: e.token}, conn.Thread()); err != nil {
+			t.Fatalf("delete thread: %v", err)
+		}
+		return d
+	}
+	n := 0
+	bare := func() time.Duration {
+		n++
+		dir := t.TempDir()
+		start := time.Now()
+		sb, err := e.engine.Create(ctx, sandbox.Spec{
+			Name: fmt.Sprintf("bwbench-%s-%d", e.id, n), Image: image, SocketDir: dir,
+			Env:    []string{"BOXWIRE_LISTEN=unix:" + sandbox.SocketMount + "/agent.sock"},
+			Labels: map[string]string{"boxwire.owner": e.id},
+		})
+		if err != nil {
+			t.Fatalf("bare create: %v", err)
+		}
+		d := time.Since(start)
+		if err := e.engine.Remove(ctx, sb.ID); err != nil {
+			t.Fatalf("remove: %v", err)
+		}
+		return d
+	}
+	threads, bares := interleave(t, rounds, thread, bare)
+	added := medianMS(threads) - medianMS(bares)
+	r.add(figure{name: "new_thread_added_cold", value: added, unit: "ms", ratio: medianMS(threads) / medianMS(bares),
+		target: "≤ +100 ms cold", met: met(added <= 100),
+		note: fmt.Sprintf("thread ready %.0f ms vs create+start %.0f ms (medians of %d)", medianMS(threads), medianMS(bares), rounds)})
+}
+
+// benchMemory: the agent's idle RSS inside its sandbox, and the bridge's
+// RSS growth per idle session with 50 sessions (threads with sandboxes) open.
+func benchMemory(t *testing.T, e *env, r *report) {
+	const sessions = 50
+	s := e.dial("")
+	boxes := e.containers(map[string]string{"boxwire.thread": s.conn.Thread()})
+	if len(boxes) != 1 {
+		t.Fatalf("%d sandboxes", len(boxes))
+	}
+	time.Sleep(time.Second) // let the agent settle after its hello
+	out := dockerExec(t, boxes[0].ID, "sh", "-c", "cat /proc/$(pgrep -x boxwire-agent)/status")
+	agentKiB := statusKiB(t, bufio.NewScanner(strings.NewReader(out)), "VmRSS:")
+	r.add(figure{name: "agent_idle_rss", value: float64(agentKiB) / 1024, unit: "MiB",
+		target: "≤ 12 MiB", met: met(agentKiB <= 12*1024), note: "VmRSS of the agent after hello, idle"})
+
+	pid := e.bridge.cmd.Process.Pid
+	before := rssKiB(t, pid)
+	for range sessions {
+		e.dial("")
+	}
+	time.Sleep(time.Second)
+	per := float64(rssKiB(t, pid)-before) / sessions
+	r.add(figure{name: "bridge_kib_per_session", value: per, unit: "KiB",
+		target: "≤ 256 KiB each", met: met(per <= 256),
+		note: fmt.Sprintf("bridge VmRSS growth over %d idle sessions (thread + sandbox + client each)", sessions)})
+}
+
+// benchRebuild: rebuilding the image after the agent binary changed — the
+// time of the agent build plus docker build, and how many build steps ran
+// instead of coming from the cache.
+func benchRebuild(t *testing.T, r *report) {
+	ctxDir := t.TempDir()
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"Dockerfile", ".dockerignore"} {
+		data, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(ctxDir, f), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := strings.TrimSpace(run(t, root, "bash", "image/base-image.sh"))
+	build := func(version string) (time.Duration, int) {
+		start := time.Now()
+		run(t, root, "go", "build", "-trimpath", "-ldflags", "-s -w -X main.version="+version,
+			"-o", filepath.Join(ctxDir, "build/image/boxwire-agent"), "./agent")
+		out := run(t, ctxDir, "docker", "build", "--build-arg", "BASE="+base,
+			"--label", "io.boxwire.agent.version="+version, "-t", "boxwire:bench-rebuild", ".")
+		return time.Since(start), rebuiltSteps(out)
+	}
+	build("bench-a") // warm: everything but the agent layer comes from the cache
+	took, steps := build("bench-b-" + randHex(4))
+	run(t, root, "docker", "rmi", "boxwire:bench-rebuild")
+	r.add(figure{name: "image_rebuild", value: took.Seconds(), unit: "s",
+		target: "≤ 5 s, one layer", met: met(took <= 5*time.Second && steps == 1),
+		note: fmt.Sprintf("go build of the agent + docker build; %d step(s) rebuilt, the rest cached", steps)})
+	r.add(figure{name: "image_rebuild_steps", value: float64(steps), unit: "steps", target: "1", met: met(steps == 1),
+		note: "classic-builder steps that did not say 'Using cache'"})
+}
+
+// rebuiltSteps counts the steps of a classic-builder log that ran instead
+// of coming from the cache. FROM and the ARGs before it never use the cache
+// (they build nothing), so they do not count.
+func rebuiltSteps(log string) int {
+	ran, open := 0, false // open: the current step can be cached
+	for _, line := range strings.Split(log, "\n") {
+		switch {
+		case strings.HasPrefix(line, "Step "):
+			if open {
+				ran++
+			}
+			_, instr, _ := strings.Cut(line, " : ")
+			open = !strings.HasPrefix(instr, "FROM ") && !strings.HasPrefix(instr, "ARG ")
+		case strings.Contains(line, "Using cache"):
+			open = false
+		}
+	}
+	if open {
+		ran++
+	}
+	return ran
+}
+
+// run runs a command in dir and returns its combined output.
+func run(t *testing.T, dir string, name string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %v: %v\n%s", name, args, err, out)
+	}
+	return string(out)
+}
