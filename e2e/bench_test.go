@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -25,11 +26,25 @@ func TestBenchmarks(t *testing.T) {
 	}
 	var r report
 	e := newEnv(t, helloScript)
-	e.startBridge()
-	benchRelay(t, e, &r)
-	benchNewThread(t, e, &r)
-	benchMemory(t, e, &r)
-	benchRebuild(t, &r)
+	e.startBridge("BOXWIRE_MAX_SANDBOXES=0") // the figures open 150 sandboxes
+	figures := []struct {
+		name string
+		run  func(*testing.T, *env, *report)
+	}{
+		{"execute", benchExecute},
+		{"relay", benchRelay},
+		{"newthread", benchNewThread},
+		{"grep", benchGrep},
+		{"memory", benchMemory},
+		{"concurrent", benchConcurrent},
+		{"rebuild", func(t *testing.T, _ *env, r *report) { benchRebuild(t, r) }},
+	}
+	only := os.Getenv("BOXWIRE_BENCH_ONLY") // e.g. "execute,relay"
+	for _, f := range figures {
+		if only == "" || slices.Contains(strings.Split(only, ","), f.name) {
+			f.run(t, e, &r)
+		}
+	}
 	r.print(t)
 }
 

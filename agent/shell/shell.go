@@ -67,6 +67,9 @@ type Spec struct {
 	// KillGrace is how long a stop waits after SIGTERM before SIGKILL;
 	// zero means DefaultKillGrace.
 	KillGrace time.Duration
+	// ExtraFiles are passed to the process as file descriptors 3, 4, …
+	// (as exec.Cmd.ExtraFiles); the caller keeps and closes its copies.
+	ExtraFiles []*os.File
 }
 
 // Process is a command running on a PTY in its own session and process
@@ -115,7 +118,7 @@ func Start(ctx context.Context, spec Spec) (*Process, error) {
 	defer tty.Close() // the child has its own copy; ours must go for EIO to come
 
 	cmd := exec.Command(spec.Command[0], spec.Command[1:]...)
-	cmd.Dir, cmd.Env = spec.Dir, spec.Env
+	cmd.Dir, cmd.Env, cmd.ExtraFiles = spec.Dir, spec.Env, spec.ExtraFiles
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
 	ctty := 0
 	if spec.Stdin == StdinNull {

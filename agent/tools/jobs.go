@@ -31,17 +31,20 @@ type jobManager struct {
 	cols  uint16
 	rows  uint16
 
-	mu     sync.Mutex
-	jobs   map[string]*job
-	seq    int
-	closed bool
-	wg     sync.WaitGroup
+	mu        sync.Mutex
+	jobs      map[string]*job
+	seq       int
+	closed    bool
+	spare     *spare // a shell waiting for the next command (spare.go)
+	refilling bool   // a spare is being started
+	wg        sync.WaitGroup
 }
 
 // job is one command on a PTY. Fields above mu are set at start.
 type job struct {
 	id      string
 	command string
+	dir     string
 	started time.Time
 	proc    *shell.Process
 	done    chan struct{} // closed once the command ended and was cleaned up
@@ -84,16 +87,8 @@ func (m *jobManager) start(command, dir string, stream func([]byte)) (*job, erro
 	}
 	j.file = m.store.create(j.id)
 	j.clean = &cleaner{out: io.MultiWriter(j.capture, j.file)}
-	proc, err := shell.Start(context.Background(), shell.Spec{
-		Command:   []string{"bash", "-c", wrapper, "boxwire-exec", command},
-		Dir:       dir,
-		Env:       m.env,
-		Cols:      m.cols,
-		Rows:      m.rows,
-		Stdin:     shell.StdinNull,
-		Output:    j,
-		KillGrace: m.grace,
-	})
+	j.dir = dir
+	proc, err := m.launch(command, dir, j)
 	if err != nil {
 		j.file.finish(false)
 		return nil, err
@@ -103,6 +98,26 @@ func (m *jobManager) start(command, dir string, stream func([]byte)) (*job, erro
 	m.wg.Add(1)
 	go m.watch(j)
 	return j, nil
+}
+
+// launch runs command for j: on the spare shell when one is ready (see
+// spare.go), else on a new shell. Called with m.mu held.
+func (m *jobManager) launch(command, dir string, j *job) (*shell.Process, error) {
+	if s := m.takeSpare(dir); s != nil {
+		if proc, err := s.claim(command, j); err == nil {
+			return proc, nil
+		}
+	}
+	return shell.Start(context.Background(), shell.Spec{
+		Command:   []string{"bash", "-c", wrapper, "boxwire-exec", command},
+		Dir:       dir,
+		Env:       m.env,
+		Cols:      m.cols,
+		Rows:      m.rows,
+		Stdin:     shell.StdinNull,
+		Output:    j,
+		KillGrace: m.grace,
+	})
 }
 
 // watch waits for the job's command to end, kills what it left in its
@@ -124,6 +139,9 @@ func (m *jobManager) watch(j *job) {
 	file.finish(keep)
 	close(j.done)
 	m.trim()
+	// The next command's shell starts now, after this one ended, so that it
+	// reads the profile as this command left it.
+	m.refill(j.dir)
 }
 
 // Write receives the command's raw terminal output (from the process's
@@ -241,6 +259,8 @@ func (m *jobManager) trim() {
 func (m *jobManager) Close() {
 	m.mu.Lock()
 	m.closed = true
+	spare := m.spare
+	m.spare = nil
 	all := make([]*job, 0, len(m.jobs))
 	for _, j := range m.jobs {
 		all = append(all, j)
@@ -255,5 +275,8 @@ func (m *jobManager) Close() {
 		}()
 	}
 	wg.Wait()
+	if spare != nil {
+		spare.discard()
+	}
 	m.wg.Wait()
 }

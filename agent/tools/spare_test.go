@@ -1,0 +1,65 @@
+package tools_test
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/boxwire/boxwire/agent/tools"
+)
+
+// The spare shell runs the next command exactly as bash -lc would: same
+// output, exit codes, quoting, and a profile that reflects the previous
+// command's changes.
+func TestSpareShellRunsTheNextCommand(t *testing.T) {
+	home := t.TempDir()
+	set, _ := newSet(t, tools.Config{Env: []string{"HOME=" + home}})
+
+	res := call(t, set, "execute", map[string]any{"command": `echo 'export BW_MARK=from-profile' >> ~/.profile`})
+	mustExit(t, res, 0)
+	pid := tools.SparePID(set, callLimit)
+	if pid == 0 {
+		t.Fatal("no spare shell after a command ended")
+	}
+	res = call(t, set, "execute", map[string]any{"command": `echo "$$ $BW_MARK"; printf '%s|' "a b" 'c"d' $'e\tf'; echo; exit 7`})
+	mustExit(t, res, 7)
+	want := strconv.Itoa(pid) + " from-profile\na b|c\"d|e\tf|\n"
+	if res.Output != want {
+		t.Fatalf("output %q, want %q (run by the spare, with the profile the last command wrote)", res.Output, want)
+	}
+}
+
+func TestSpareShellThatDiedIsReplaced(t *testing.T) {
+	set, _ := newSet(t, tools.Config{})
+	mustExit(t, call(t, set, "execute", map[string]any{"command": "true"}), 0)
+	pid := tools.SparePID(set, callLimit)
+	if pid == 0 {
+		t.Fatal("no spare shell")
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	// Give the kernel a moment to close the dead shell's end of the pipe.
+	deadline := time.Now().Add(callLimit)
+	for {
+		if _, err := os.Stat(filepath.Join("/proc", strconv.Itoa(pid), "fd", "3")); err != nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	res := call(t, set, "execute", map[string]any{"command": "echo still-works"})
+	mustExit(t, res, 0)
+	if res.Output != "still-works\n" {
+		t.Fatalf("output %q", res.Output)
+	}
+}
+
+func mustExit(t *testing.T, res tools.Result, code int) {
+	t.Helper()
+	if res.ExitCode == nil || *res.ExitCode != code {
+		t.Fatalf("result %+v: want exit %d", res, code)
+	}
+}

@@ -1,0 +1,219 @@
+package e2e_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+
+	"github.com/boxwire/boxwire/bridge/wire"
+	"github.com/boxwire/boxwire/client/chat"
+)
+
+// runToolTimeout bounds one run_tool round trip in the benchmarks.
+const runToolTimeout = 2 * time.Minute
+
+// runTool runs one tool directly (run_tool) and waits for its tool_result.
+func runTool(ctx context.Context, c *chat.Conn, id, name string, args any) (wire.ToolResult, error) {
+	raw, err := json.Marshal(args)
+	if err != nil {
+		return wire.ToolResult{}, err
+	}
+	if err := c.Send(ctx, wire.MustNew(wire.TypeRunTool, "", id, wire.RunTool{Name: name, Arguments: raw})); err != nil {
+		return wire.ToolResult{}, err
+	}
+	for {
+		select {
+		case ev, ok := <-c.Events():
+			if !ok {
+				return wire.ToolResult{}, fmt.Errorf("run_tool %s: connection ended: %w", id, c.Err())
+			}
+			if ev.ID != id {
+				continue
+			}
+			switch ev.Type {
+			case wire.TypeToolResult:
+				var res wire.ToolResult
+				return res, ev.Decode(&res)
+			case wire.TypeError:
+				var werr wire.Error
+				_ = ev.Decode(&werr)
+				return wire.ToolResult{}, werr
+			}
+		case <-ctx.Done():
+			return wire.ToolResult{}, fmt.Errorf("run_tool %s: %w", id, ctx.Err())
+		}
+	}
+}
+
+// benchExecute: `execute true` round trip client → bridge → agent → result,
+// versus `docker exec` of `true` through the Engine API on the same container.
+func benchExecute(t *testing.T, e *env, r *report) {
+	const rounds = 40
+	s := e.dial("")
+	boxes := e.containers(map[string]string{"boxwire.thread": s.conn.Thread()})
+	if len(boxes) != 1 {
+		t.Fatalf("%d sandboxes", len(boxes))
+	}
+	cli, err := client.New(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	n := 0
+	viaBoxwire := func() time.Duration {
+		n++
+		start := time.Now()
+		res, err := runTool(ctx, s.conn, fmt.Sprintf("x%d", n), "execute", map[string]any{"command": "true"})
+		d := time.Since(start)
+		if err != nil || res.ExitCode == nil || *res.ExitCode != 0 {
+			t.Fatalf("execute true: %+v, %v", res, err)
+		}
+		return d
+	}
+	viaDocker := func() time.Duration {
+		start := time.Now()
+		dockerExecAPI(t, ctx, cli, boxes[0].ID, "true")
+		return time.Since(start)
+	}
+	for range 5 {
+		viaBoxwire()
+		viaDocker()
+	}
+	ours, docker := interleave(t, rounds, viaBoxwire, viaDocker)
+	ratio := medianMS(ours) / medianMS(docker)
+	r.add(figure{name: "execute_true", value: medianMS(ours), unit: "ms", ratio: ratio,
+		target: "≤ 1/15 of docker exec", met: met(ratio <= 1.0/15),
+		note: fmt.Sprintf("execute true via client→bridge→agent %.2f ms vs docker exec (Engine API) %.2f ms, medians of %d", medianMS(ours), medianMS(docker), rounds)})
+}
+
+// dockerExecAPI runs cmd in a container through the Engine API and waits for
+// it to exit 0: create, attach (which starts it), read to EOF, inspect.
+func dockerExecAPI(t *testing.T, ctx context.Context, cli *client.Client, id string, cmd ...string) {
+	ex, err := cli.ExecCreate(ctx, id, client.ExecCreateOptions{Cmd: cmd, AttachStdout: true, AttachStderr: true})
+	if err != nil {
+		t.Fatalf("exec create: %v", err)
+	}
+	att, err := cli.ExecAttach(ctx, ex.ID, client.ExecAttachOptions{})
+	if err != nil {
+		t.Fatalf("exec attach: %v", err)
+	}
+	_, _ = io.Copy(io.Discard, att.Reader)
+	att.Close()
+	insp, err := cli.ExecInspect(ctx, ex.ID, client.ExecInspectOptions{})
+	if err != nil || insp.ExitCode != 0 {
+		t.Fatalf("exec inspect: %+v, %v", insp, err)
+	}
+}
+
+// benchConcurrent: 100 sessions, each its own thread and sandbox, all
+// running a small command at once.
+func benchConcurrent(t *testing.T, e *env, r *report) {
+	const sessions = 100
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	conns := make([]*chat.Conn, sessions)
+	dialErrs := make([]error, sessions)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8) // sandboxes start 8 at a time
+	for i := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			conns[i], dialErrs[i] = chat.Dial(ctx, chat.Config{URL: e.bridge.url, Token: e.token})
+		}()
+	}
+	wg.Wait()
+	for i, err := range dialErrs {
+		if err != nil {
+			t.Fatalf("session %d: %v", i, err)
+		}
+		defer conns[i].Close()
+	}
+	lat := make([]time.Duration, sessions)
+	errs := make([]error, sessions)
+	start := make(chan struct{})
+	for i, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			t0 := time.Now()
+			res, err := runTool(ctx, c, "c", "execute", map[string]any{"command": "echo $((6*7))"})
+			lat[i] = time.Since(t0)
+			if err == nil && (res.ExitCode == nil || *res.ExitCode != 0 || res.Output != "42\n") {
+				err = fmt.Errorf("result %+v", res)
+			}
+			errs[i] = err
+		}()
+	}
+	close(start)
+	wg.Wait()
+	ok := 0
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("session %d: %v", i, err)
+			continue
+		}
+		ok++
+	}
+	r.add(figure{name: "concurrent_ok", value: float64(ok), unit: "of100", target: "all succeed", met: met(ok == sessions),
+		note: fmt.Sprintf("%d sessions (own thread and sandbox each) ran `echo $((6*7))` at once", sessions)})
+	r.add(figure{name: "concurrent_p50", value: medianMS(lat), unit: "ms", note: "latency of those commands, median"})
+	r.add(figure{name: "concurrent_p99", value: percentileMS(lat, 99), unit: "ms", note: "latency of those commands, 99th percentile"})
+}
+
+// benchGrep: the grep tool versus ripgrep over a generated 50k-file tree in
+// the same sandbox, both through run_tool so both pay the same round trip.
+func benchGrep(t *testing.T, e *env, r *report) {
+	const rounds = 5
+	s := e.dial("")
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	gen := `python3 - <<'EOF'
+import os
+for i in range(50000):
+    d = "/workspace/tree/d%d/e%d" % (i % 50, i % 20)
+    os.makedirs(d, exist_ok=True)
+    with open("%s/f%d.txt" % (d, i), "w") as f:
+        f.write("line one of file %d\nsome filler text here\n" % i)
+        if i % 97 == 0:
+            f.write("the needle_xyzzy is here\n")
+EOF
+find /workspace/tree -type f | wc -l`
+	res, err := runTool(ctx, s.conn, "gen", "execute", map[string]any{"command": gen, "timeout": 600})
+	if err != nil || res.ExitCode == nil || *res.ExitCode != 0 || res.Output != "50000\n" {
+		t.Fatalf("generate the tree: %+v, %v", res, err)
+	}
+	n := 0
+	timed := func(name string, args any) func() time.Duration {
+		return func() time.Duration {
+			n++
+			start := time.Now()
+			res, err := runTool(ctx, s.conn, fmt.Sprintf("g%d", n), name, args)
+			d := time.Since(start)
+			if err != nil || res.Error != "" {
+				t.Fatalf("%s: %+v, %v", name, res, err)
+			}
+			return d
+		}
+	}
+	tool := timed("grep", map[string]any{"pattern": "needle_xyzzy", "path": "tree", "mode": "files", "max_results": 1000})
+	rg := timed("execute", map[string]any{"command": "rg -l needle_xyzzy tree | wc -l"})
+	tool()
+	rg()
+	ours, theirs := interleave(t, rounds, tool, rg)
+	ratio := medianMS(ours) / medianMS(theirs)
+	r.add(figure{name: "grep_50k", value: medianMS(ours), unit: "ms", ratio: ratio,
+		target: "≤ 2× ripgrep", met: met(ratio <= 2),
+		note: fmt.Sprintf("grep tool %.0f ms vs `rg -l` via execute %.0f ms on 50k files, medians of %d", medianMS(ours), medianMS(theirs), rounds)})
+}
