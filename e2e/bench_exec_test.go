@@ -15,9 +15,6 @@ import (
 	"github.com/boxwire/boxwire/client/chat"
 )
 
-// runToolTimeout bounds one run_tool round trip in the benchmarks.
-const runToolTimeout = 2 * time.Minute
-
 // runTool runs one tool directly (run_tool) and waits for its tool_result.
 func runTool(ctx context.Context, c *chat.Conn, id, name string, args any) (wire.ToolResult, error) {
 	raw, err := json.Marshal(args)
@@ -60,7 +57,7 @@ func benchExecute(t *testing.T, e *env, r *report) {
 	if len(boxes) != 1 {
 		t.Fatalf("%d sandboxes", len(boxes))
 	}
-	cli, err := client.New(client.FromEnv, client.WithAPIVersionNegotiation())
+	cli, err := client.New(client.FromEnv) // negotiates the API version
 	if err != nil {
 		t.Fatal(err)
 	}

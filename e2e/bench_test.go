@@ -178,45 +178,54 @@ func benchRebuild(t *testing.T, r *report) {
 		}
 	}
 	base := strings.TrimSpace(run(t, root, "bash", "image/base-image.sh"))
-	build := func(version string) (time.Duration, int) {
+	build := func(version string) (time.Duration, int, int) {
 		start := time.Now()
 		run(t, root, "go", "build", "-trimpath", "-ldflags", "-s -w -X main.version="+version,
 			"-o", filepath.Join(ctxDir, "build/image/boxwire-agent"), "./agent")
 		out := run(t, ctxDir, "docker", "build", "--build-arg", "BASE="+base,
 			"--label", "io.boxwire.agent.version="+version, "-t", "boxwire:bench-rebuild", ".")
-		return time.Since(start), rebuiltSteps(out)
+		layers, meta := rebuiltSteps(out)
+		return time.Since(start), layers, meta
 	}
 	build("bench-a") // warm: everything but the agent layer comes from the cache
-	took, steps := build("bench-b-" + randHex(4))
+	took, layers, meta := build("bench-b-" + randHex(4))
 	run(t, root, "docker", "rmi", "boxwire:bench-rebuild")
 	r.add(figure{name: "image_rebuild", value: took.Seconds(), unit: "s",
-		target: "≤ 5 s, one layer", met: met(took <= 5*time.Second && steps == 1),
-		note: fmt.Sprintf("go build of the agent + docker build; %d step(s) rebuilt, the rest cached", steps)})
-	r.add(figure{name: "image_rebuild_steps", value: float64(steps), unit: "steps", target: "1", met: met(steps == 1),
-		note: "classic-builder steps that did not say 'Using cache'"})
+		target: "≤ 5 s, one layer", met: met(took <= 5*time.Second && layers == 1),
+		note: "go build of the agent + docker build, after a change to the agent binary"})
+	r.add(figure{name: "image_rebuild_layers", value: float64(layers), unit: "layers", target: "1", met: met(layers == 1),
+		note: fmt.Sprintf("filesystem layers rebuilt (the rest from the cache), plus %d metadata step(s): the version label", meta)})
 }
 
-// rebuiltSteps counts the steps of a classic-builder log that ran instead
-// of coming from the cache. FROM and the ARGs before it never use the cache
-// (they build nothing), so they do not count.
-func rebuiltSteps(log string) int {
-	ran, open := 0, false // open: the current step can be cached
+// rebuiltSteps reads a classic-builder log and counts the steps that ran
+// instead of coming from the cache: layers (RUN, COPY, ADD: new filesystem
+// content) and the rest (metadata such as the --label step the builder
+// appends). FROM and the ARGs before it build nothing and do not count.
+func rebuiltSteps(log string) (layers, metadata int) {
+	instr, open := "", false // open: the current step may still say "Using cache"
+	count := func() {
+		if !open {
+			return
+		}
+		switch strings.Fields(instr + " x")[0] {
+		case "RUN", "COPY", "ADD":
+			layers++
+		default:
+			metadata++
+		}
+	}
 	for _, line := range strings.Split(log, "\n") {
 		switch {
 		case strings.HasPrefix(line, "Step "):
-			if open {
-				ran++
-			}
-			_, instr, _ := strings.Cut(line, " : ")
+			count()
+			_, instr, _ = strings.Cut(line, " : ")
 			open = !strings.HasPrefix(instr, "FROM ") && !strings.HasPrefix(instr, "ARG ")
 		case strings.Contains(line, "Using cache"):
 			open = false
 		}
 	}
-	if open {
-		ran++
-	}
-	return ran
+	count()
+	return layers, metadata
 }
 
 // run runs a command in dir and returns its combined output.
