@@ -15,11 +15,13 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/boxwire/boxwire/agent/files"
 	"github.com/boxwire/boxwire/agent/loop"
 	"github.com/boxwire/boxwire/agent/posture"
 	"github.com/boxwire/boxwire/agent/session"
+	"github.com/boxwire/boxwire/agent/terminal"
 	"github.com/boxwire/boxwire/agent/tools"
 )
 
@@ -51,6 +53,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	workspace := fs.String("workspace", env("BOXWIRE_WORKSPACE", "/workspace"), "the directory the tools work in ($BOXWIRE_WORKSPACE)")
 	model := fs.String("model", env("BOXWIRE_MODEL", loop.DefaultModel), "model name ($BOXWIRE_MODEL)")
 	llmSocket := fs.String("llm-socket", getenv("BOXWIRE_LLM_SOCKET"), "unix socket of the bridge's LLM proxy ($BOXWIRE_LLM_SOCKET)")
+	termIdle := fs.Duration("terminal-idle", envDuration(getenv, "BOXWIRE_TERMINAL_IDLE", terminal.DefaultIdleTimeout), "close a terminal session after this long without watchers, input or output ($BOXWIRE_TERMINAL_IDLE)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -77,6 +80,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	defer stopEgress()
+	egressEnv, err = trustEnv(egressEnv, getenv("BOXWIRE_CA_CERT")) // approvals: the bridge's egress CA
+	if err != nil {
+		return err
+	}
 	pos := posture.Read()
 	log.Info("posture", "posture", pos)
 	toolSet := tools.New(tools.Config{Workspace: *workspace, Logger: log, Env: egressEnv})
@@ -87,6 +94,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Software: software,
 		Logger:   log,
 		Posture:  &pos,
+		Terminal: terminal.Config{IdleTimeout: *termIdle, Env: egressEnv}, // terminals get the egress proxy too
 		Files:    files.New(files.Config{Workspace: *workspace, MaxFileBytes: maxFileBytes(getenv), Logger: log}),
 	})
 	ln, err := session.Listen(*listen)
@@ -97,6 +105,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	err = srv.Run(ctx, ln)
 	log.Info("agent stopped", "err", err)
 	return err
+}
+
+// envDuration reads a duration from key, or def when unset or invalid.
+func envDuration(getenv func(string) string, key string, def time.Duration) time.Duration {
+	d, err := time.ParseDuration(getenv(key))
+	if err != nil || d <= 0 {
+		return def
+	}
+	return d
 }
 
 // maxFileBytes reads BOXWIRE_MAX_FILE_BYTES, the largest file an upload may

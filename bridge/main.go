@@ -59,8 +59,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, log *sl
 		Logger: log, Software: "boxwire-bridge/" + version,
 		Images: o.images, Runtime: o.runtime, Runtimes: o.runtimes, MaxSandboxes: o.maxSandboxes,
 		IdleTTL: o.idleTTL, MaxLifetime: o.maxLifetime, ReapInterval: o.reapInterval,
+		MaxUploadBytes: o.maxUpload,
 	}
-	if err := applySecurity(&cfg, getenv, o.runtime); err != nil {
+	if err := applySecurity(&cfg, getenv); err != nil {
+		return err
+	}
+	if err := applyApprovals(&cfg, o.policy, getenv); err != nil {
 		return err
 	}
 	srv, err := server.New(cfg)

@@ -20,9 +20,11 @@ type options struct {
 	images, runtimes                         []string
 	runtime, seccomp                         string
 	maxSandboxes                             int
+	maxUpload                                int64 // bytes of one file upload request (0: server default)
 	idleTTL, maxLifetime, reapInterval       time.Duration
 	limits                                   sandbox.Limits
 	init                                     bool
+	policy                                   string // approval policy file (approvals.go)
 }
 
 // parseOptions reads args (after any subcommand) with defaults from getenv.
@@ -48,6 +50,8 @@ func parseOptions(name string, args []string, getenv func(string) string) (optio
 	fs.Int64Var(&o.limits.MemoryBytes, "memory", int64(envInt(getenv, "BOXWIRE_MEMORY_BYTES", 2<<30)), "memory limit per sandbox in bytes")
 	cpus := fs.Float64("cpus", envFloat(getenv, "BOXWIRE_CPUS", 1), "CPUs per sandbox")
 	fs.Int64Var(&o.limits.TmpfsBytes, "tmpfs", int64(envInt(getenv, "BOXWIRE_TMPFS_BYTES", 256<<20)), "size of /tmp per sandbox in bytes")
+	fs.Int64Var(&o.maxUpload, "max-upload", int64(envInt(getenv, "BOXWIRE_MAX_UPLOAD_BYTES", 0)), "largest file upload request in bytes (0: 8 GiB)")
+	fs.StringVar(&o.policy, "policy", getenv("BOXWIRE_POLICY"), "approval policy JSON file (docs/approvals.md)")
 	fs.BoolVar(&o.init, "init", getenv("BOXWIRE_INIT") == "1", "run the engine's init as PID 1 (for images without one)")
 	if err := fs.Parse(args); err != nil {
 		return o, err

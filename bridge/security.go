@@ -16,9 +16,10 @@ import (
 //	BOXWIRE_USAGE_EVENTS      1 publishes a usage event after every model call
 //	BOXWIRE_POSTURE           strict (default) or off
 //
-// runtime is the sandboxes' runtime: runsc ignores the engine's seccomp
-// option, so the posture check does not require seccomp there.
-func applySecurity(cfg *server.Config, getenv func(string) string, runtime string) error {
+// The posture check is made per sandbox under its own runtime (see
+// server.PosturePolicy.ForRuntime): runsc ignores the engine's seccomp
+// option, so seccomp is not required there.
+func applySecurity(cfg *server.Config, getenv func(string) string) error {
 	cfg.Egress = splitList(getenv("BOXWIRE_EGRESS_ALLOW"))
 	cfg.LLM.Models = splitList(getenv("BOXWIRE_LLM_MODELS"))
 	var err error
@@ -32,7 +33,6 @@ func applySecurity(cfg *server.Config, getenv func(string) string, runtime strin
 	switch p := getenv("BOXWIRE_POSTURE"); p {
 	case "", "strict":
 		cfg.Posture = server.StrictPosture()
-		cfg.Posture.Seccomp = runtime != "runsc"
 	case "off":
 		cfg.Posture = nil
 	default:

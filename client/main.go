@@ -13,6 +13,7 @@ import (
 
 	"github.com/boxwire/boxwire/client/chat"
 	"github.com/boxwire/boxwire/client/cli"
+	"github.com/boxwire/boxwire/client/term"
 	"golang.org/x/sys/unix"
 )
 
@@ -24,6 +25,7 @@ const usage = `usage: client [flags]                       interactive chat
        client [flags] -m "text"            one turn, then exit
        client [flags] cp LOCAL THREAD:PATH  copy into a thread's workspace folder (":PATH" for an agent)
        client [flags] cp THREAD:PATH LOCAL  copy out of it into a local folder
+       client [flags] shell [--thread ID] [--session SID] [--list] [-- CMD...]  a terminal in the sandbox (Ctrl-] q detaches)
 exit codes: 0 ok, 1 turn failed or some files failed, 2 usage or connection error, 130 interrupted`
 
 // run parses flags, the environment and the config file, wires signals,
@@ -38,6 +40,8 @@ func run(args []string, stdin *os.File, stdout, stderr *os.File) int {
 	thread := fs.String("thread", "", "thread to attach to (default: a new one)")
 	message := fs.String("m", "", "send this message, print the turn and exit")
 	jsonOut := fs.Bool("json", false, "print every message from the server as a JSON line")
+	autoApprove := fs.Bool("auto-approve", false, "approve every approval request without asking (scripts only)")
+	autoDeny := fs.Bool("auto-deny", false, "deny every approval request without asking")
 	seed := fs.String("seed", "", "upload this local file or folder into the workspace before the first turn")
 	verbose := fs.Bool("v", false, "log connection details to stderr")
 	if err := fs.Parse(args); err != nil {
@@ -49,7 +53,7 @@ func run(args []string, stdin *os.File, stdout, stderr *os.File) int {
 	oneShot := false
 	fs.Visit(func(f *flag.Flag) { oneShot = oneShot || f.Name == "m" })
 	sub := fs.Arg(0)
-	if (fs.NArg() > 0 && sub != "cp") || (oneShot && *message == "") {
+	if (fs.NArg() > 0 && sub != "cp" && sub != "shell") || (oneShot && *message == "") {
 		fmt.Fprintln(stderr, usage)
 		return cli.ExitUsage
 	}
@@ -84,12 +88,19 @@ func run(args []string, stdin *os.File, stdout, stderr *os.File) int {
 		progress = stderr
 	}
 	o := cli.Options{
-		Chat: cfg, Message: *message, Seed: *seed, JSON: *jsonOut,
+		Chat: cfg, Message: *message, Seed: *seed, JSON: *jsonOut, Approvals: approvalMode(*autoApprove, *autoDeny),
 		In: stdin, Out: stdout, Err: stderr, Progress: progress,
-		Color:      isTerminal(stdout) && os.Getenv("NO_COLOR") == "" && !*jsonOut,
-		Interrupts: interrupts,
+		Color:       isTerminal(stdout) && os.Getenv("NO_COLOR") == "" && !*jsonOut,
+		Interrupts:  interrupts,
+		Editor:      isTerminal(stdin) && isTerminal(stdout) && os.Getenv("TERM") != "dumb",
+		HistoryFile: cli.DefaultHistoryPath(),
+	}
+	o.Shell = func(ctx context.Context, thread string, args []string) int {
+		return term.FromChat(ctx, term.Options{Chat: cfg, In: stdin, Out: stdout, Err: stderr, TTY: stdin}, thread, args)
 	}
 	switch sub {
+	case "shell":
+		return term.Main(ctx, term.Options{Chat: cfg, In: stdin, Out: stdout, Err: stderr, TTY: stdin}, fs.Args()[1:])
 	case "cp":
 		cctx, cancel := context.WithCancel(ctx)
 		defer cancel()

@@ -90,8 +90,14 @@ type ptyClient struct {
 // startPTY runs the client binary on a new pseudo-terminal (80x24).
 func (e *env) startPTY(args ...string) *ptyClient {
 	e.t.Helper()
+	return e.startPTYEnv(e.clientEnv(), args...)
+}
+
+// startPTYEnv is startPTY with the client's environment given.
+func (e *env) startPTYEnv(environ []string, args ...string) *ptyClient {
+	e.t.Helper()
 	cmd := exec.Command(clientBinary(e.t), args...)
-	cmd.Env = e.clientEnv()
+	cmd.Env = environ
 	tty, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 24, Cols: 80})
 	if err != nil {
 		e.t.Fatalf("start client on a pty: %v", err)

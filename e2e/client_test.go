@@ -2,6 +2,8 @@ package e2e_test
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -117,5 +119,129 @@ func TestClientResumesAfterCut(t *testing.T) {
 	defer proxy.mu.Unlock()
 	if proxy.cuts < 1 {
 		t.Errorf("the connection was never cut")
+	}
+}
+
+// tuiScript answers with markdown, runs a long command, and greets.
+const tuiScript = `{"model":"scripted","turns":[
+  {"when":"markdown","steps":[
+    {"content":"# Plan\nSome **bold words** and ` + "`a span`" + `.\n` + "```" + `\ncode line here\n` + "```" + `\nDone."}
+  ]},
+  {"when":"long","steps":[
+    {"content":"Running.","tool_calls":[{"name":"execute","arguments":{"command":"for i in $(seq 1 60); do echo row$i; done"}}]},
+    {"content":"Counted."}
+  ]},
+  {"steps":[{"content":"Greetings received."}]}
+]}`
+
+// The real client on a color terminal: the line editor (typing, backspace,
+// arrows, history with Up, kept in a file), a markdown answer, folded tool
+// output and /expand, /threads, the status line, and two Ctrl-C to leave.
+func TestClientTerminalUI(t *testing.T) {
+	e := newEnv(t, tuiScript)
+	e.startBridge()
+	cfgDir := t.TempDir()
+	p := e.startPTYEnv(e.colorEnv(cfgDir), "--url", e.bridge.url)
+	p.expect("thread t_", startTimeout)
+	p.expect("sandbox running", eventTimeout)
+	p.expect("› ", eventTimeout)
+
+	// "hellp", backspace, "o wrld", three lefts, "o": "hello world".
+	p.send("hellp\x7fo wrld\x1b[D\x1b[D\x1b[Do\r")
+	p.expect("Greetings received.", turnTimeout)
+	p.expect("tokens", eventTimeout)
+	p.send("\x1b[A") // Up recalls the line
+	p.expect("hello world", eventTimeout)
+	p.send("\x15/status\r") // ^U erases it
+	p.expect("thread t_", eventTimeout)
+	hist, err := os.ReadFile(filepath.Join(cfgDir, "boxwire", "history"))
+	if err != nil || !strings.Contains(string(hist), "hello world\n") {
+		t.Errorf("history file: %q, %v", hist, err)
+	}
+
+	p.send("markdown please\r")
+	p.expect("Done.", turnTimeout)
+	screen := p.screen()
+	for _, style := range []string{"\x1b[1;36m", "\x1b[1m", "\x1b[33m"} { // a style cut by chunks
+		screen = strings.ReplaceAll(screen, "\x1b[0m"+style, "")
+	}
+	for _, want := range []string{"\x1b[1;36mPlan", "\x1b[1mbold words", "\x1b[33ma span", "\x1b[33mcode line here"} {
+		if !strings.Contains(screen, want) {
+			t.Errorf("no %q on the screen", want)
+		}
+	}
+	if strings.Contains(screen, "**bold words**") || strings.Contains(screen, "# Plan") {
+		t.Errorf("markdown markers shown on a terminal")
+	}
+
+	p.send("long output\r")
+	p.expect("for i in $(seq 1 60)", turnTimeout)
+	p.expect("lines · /expand 1", turnTimeout)
+	p.expect("Counted.", turnTimeout)
+	p.send("/expand\r")
+	p.expect("#1 execute(", eventTimeout)
+	for _, row := range []string{"row1\r", "row30\r", "row60\r"} {
+		p.expect(row, eventTimeout)
+	}
+
+	p.send("/threads\r")
+	p.expect("THREAD", eventTimeout)
+	p.expect("* t_", eventTimeout)
+	p.expect("running", eventTimeout)
+
+	p.send("\x03") // first Ctrl-C at the prompt only warns
+	p.expect("Ctrl-C again", eventTimeout)
+	p.send("\x03")
+	if code := p.wait(eventTimeout); code != 130 {
+		t.Fatalf("exit code %d, want 130", code)
+	}
+}
+
+// --seed uploads a folder before the chat; /upload and /download move
+// files in the chat; the bytes come back identical.
+func TestClientSeedUploadDownload(t *testing.T) {
+	e := newEnv(t, tuiScript)
+	e.startBridge()
+	local := t.TempDir()
+	seed := filepath.Join(local, "proj")
+	if err := os.MkdirAll(filepath.Join(seed, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	big := make([]byte, 3<<20)
+	for i := range big {
+		big[i] = byte(i * 7)
+	}
+	files := map[string][]byte{"proj/a.txt": []byte("alpha\n"), "proj/sub/big.bin": big}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(local, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	extra := filepath.Join(local, "notes.md")
+	if err := os.WriteFile(extra, []byte("# notes\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	p := e.startPTY("--url", e.bridge.url, "--seed", seed)
+	p.expect("4 entries", startTimeout) // the seed: 2 folders, 2 files
+	p.expect("thread t_", eventTimeout)
+	p.expect("› ", eventTimeout)
+	p.send("/upload " + extra + " docs\r")
+	p.expect("entries", eventTimeout)
+	p.send("/download proj " + out + "\r")
+	p.expect("entries", eventTimeout)
+	p.send("/download docs/notes.md " + out + "\r")
+	p.expect("entries", eventTimeout)
+	for name := range files {
+		if !sameFile(filepath.Join(local, name), filepath.Join(out, name)) {
+			t.Errorf("%s did not come back identical", name)
+		}
+	}
+	if !sameFile(extra, filepath.Join(out, "notes.md")) {
+		t.Errorf("notes.md did not come back identical")
+	}
+	p.send("\x04")
+	if code := p.wait(eventTimeout); code != 0 {
+		t.Fatalf("exit code %d, want 0", code)
 	}
 }

@@ -225,8 +225,10 @@ func TestSandboxDeathIsAnEvent(t *testing.T) {
 	if exit.ExitCode == nil || *exit.ExitCode != 137 || exit.Reason != wire.ExitOOM || !strings.Contains(exit.Message, "137") {
 		t.Fatalf("sandbox_exited %+v, want exit 137 (reported as a likely OOM kill)", exit)
 	}
+	// The bridge then replaces it (docs/store.md).
+	s.awaitEvent(wire.TypeSandboxReplaced)
 	var info wire.ThreadInfo
-	if code := e.api(http.MethodGet, "/v1/threads/"+s.conn.Thread(), nil, &info); code != http.StatusOK || info.Status != wire.SandboxExitedStatus {
+	if code := e.api(http.MethodGet, "/v1/threads/"+s.conn.Thread(), nil, &info); code != http.StatusOK || info.Status != wire.SandboxRunning || info.SandboxID == box.ID {
 		t.Fatalf("get: %d %+v", code, info)
 	}
 }

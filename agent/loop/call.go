@@ -17,6 +17,7 @@ const (
 	msgInterrupted       = "interrupted by the user"
 	msgInterruptedBefore = "not run: the turn was interrupted before this call started"
 	msgNoOutput          = "(no output)"
+	msgNotAllowed        = "not run: "
 )
 
 // runCall announces, runs and reports one tool call, and answers it in the
@@ -64,6 +65,11 @@ func (l *Loop) execute(ctx context.Context, call ToolCall, emit func(wire.Envelo
 		return tools.Result{Err: "the arguments are not a valid JSON object; call the tool again with valid JSON"}
 	case ctx.Err() != nil:
 		return tools.Result{Err: msgInterruptedBefore}
+	}
+	if l.check != nil {
+		if ok, reason := l.check(ctx, call); !ok {
+			return tools.Result{Err: msgNotAllowed + reason}
+		}
 	}
 	out := &utf8Chunker{emit: func(s string) {
 		emit(wire.MustNew(wire.TypeToolOutput, "", "", wire.ToolOutput{CallID: call.ID, Output: s}))

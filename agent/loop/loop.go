@@ -40,6 +40,12 @@ type Config struct {
 	Budget int
 	// Logger receives diagnostics; nil discards them.
 	Logger *slog.Logger
+	// Check, when set, is asked before each tool call runs (after its
+	// arguments are found valid); a refusal becomes the call's result,
+	// "not run: <reason>", and the model carries on. It may block (the
+	// bridge may wait for a person) and must return when ctx ends. Nil
+	// allows everything (standalone agents). See docs/approvals.md.
+	Check func(ctx context.Context, call ToolCall) (allowed bool, reason string)
 }
 
 // Loop runs turns. It holds no per-conversation state and is safe for
@@ -52,6 +58,7 @@ type Loop struct {
 	maxSteps int
 	budget   int
 	log      *slog.Logger
+	check    func(context.Context, ToolCall) (bool, string)
 }
 
 // New returns a Loop for cfg.
@@ -63,6 +70,7 @@ func New(cfg Config) *Loop {
 		maxSteps: cfg.MaxSteps,
 		budget:   cfg.Budget,
 		log:      cfg.Logger,
+		check:    cfg.Check,
 	}
 	if l.budget <= 0 {
 		l.budget = DefaultBudget

@@ -56,6 +56,7 @@ type conn struct {
 	writerDone chan struct{} // closed when the writer has quit
 
 	thread *thread // set by the handshake; read by the reader only
+	role   string  // the peer's hello role; set by the handshake (approval.go)
 
 	termQueue // terminal frames and control messages (terminal.go)
 }

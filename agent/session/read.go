@@ -60,6 +60,7 @@ func (c *conn) handshake() bool {
 	if name == "" {
 		name = DefaultThread
 	}
+	c.role = h.Role // before attach: checks look for the bridge among the thread's conns
 	c.thread = c.s.thread(name)
 	c.log = c.log.With("thread", name)
 	c.thread.attach(c, wire.MustNew(wire.TypeHello, name, env.ID, wire.Hello{
@@ -99,8 +100,12 @@ func (c *conn) handle(env wire.Envelope) {
 			return
 		}
 		c.thread.runTool(c, env.ID, r)
+	case wire.TypeHistory:
+		c.thread.applyHistory(c, env)
 	case wire.TypeInterrupt:
 		c.thread.interrupt()
+	case wire.TypeToolVerdict:
+		c.verdict(env)
 	case wire.TypePing:
 		c.reply(wire.MustNew(wire.TypePong, name, env.ID, nil))
 	case wire.TypeHello:

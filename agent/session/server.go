@@ -80,6 +80,7 @@ type Server struct {
 	wg      sync.WaitGroup // connection handlers and turns
 	threads map[string]*thread
 	terms   terminalRegistry // created on first use (terminal.go)
+	checks  checks           // tool checks waiting for the bridge (approval.go)
 }
 
 // New returns a Server for cfg. It starts nothing; serve it with Run or
@@ -93,10 +94,9 @@ func New(cfg Config) *Server {
 		cfg.Loop.Logger = log
 	}
 	hard, stop := context.WithCancel(context.Background())
-	return &Server{
-		cfg:  cfg,
-		log:  log,
-		loop: loop.New(cfg.Loop),
+	s := &Server{
+		cfg: cfg,
+		log: log,
 		upgrader: websocket.Upgrader{
 			ReadBufferSize:  readBufferSize,
 			WriteBufferSize: writeBufferSize,
@@ -105,6 +105,11 @@ func New(cfg Config) *Server {
 		stopHard: stop,
 		threads:  make(map[string]*thread),
 	}
+	if cfg.Loop.Check == nil {
+		cfg.Loop.Check = s.checkTool // asks the bridge, if there is one (approval.go)
+	}
+	s.loop = loop.New(cfg.Loop)
+	return s
 }
 
 // Run serves HTTP on ln until ctx ends or Close is called, then closes the

@@ -24,6 +24,8 @@ type thread struct {
 
 	runs    map[uint64]context.CancelFunc // running run_tool requests (runtool.go)
 	nextRun uint64
+
+	history []wire.Envelope // history frames not yet applied (history.go)
 }
 
 func newThread(s *Server, name string) *thread {
@@ -60,7 +62,7 @@ func (t *thread) startTurn(c *conn, id, text string) {
 		c.reply(wire.ErrorEnvelope(t.name, id, wire.CodeInternal, "the agent is shutting down"))
 		return
 	}
-	ctx, cancel := context.WithCancel(t.s.hard)
+	ctx, cancel := context.WithCancel(withThread(t.s.hard, t)) // withThread: tool checks (approval.go)
 	t.cancel = cancel
 	t.emitLocked(id, wire.MustNew(wire.TypeUserEcho, "", "", wire.UserMessage{Text: text}))
 	t.log.Info("turn started", "id", id)

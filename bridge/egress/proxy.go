@@ -2,6 +2,7 @@ package egress
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -35,6 +36,23 @@ type Config struct {
 	// OnDecision, when set, is called for every request with the
 	// decision. It must not block.
 	OnDecision func(Decision)
+
+	// Approvals and host-held credentials (hold.go, intercept.go).
+	//
+	// Check, when set, makes every decision instead of the allowlist
+	// alone (the request says which allowlist rule matched): it may hold
+	// a request while a person is asked, and must return when the
+	// context ends. It is also asked about each credential use.
+	Check func(ctx context.Context, req Request) Verdict
+	// Credentials returns the credential to add to requests to a target.
+	// Plain HTTP requests get it added; CONNECTs to such a target are
+	// terminated with CA (required for them) and their requests get it.
+	Credentials func(Target) (Credential, bool)
+	// CA signs the certificates the proxy presents when it terminates TLS.
+	CA *CA
+	// UpstreamRoots verifies the real hosts behind terminated TLS; nil
+	// means the system's roots.
+	UpstreamRoots *x509.CertPool
 }
 
 // Decision is one request's outcome.
@@ -63,7 +81,8 @@ type Proxy struct {
 	mu      sync.Mutex
 	tunnels map[net.Conn]struct{}
 	closed  bool
-	wg      sync.WaitGroup // tunnel copy goroutines
+	upTLS   *http.Transport // made on first use (intercept.go)
+	wg      sync.WaitGroup  // tunnel copy goroutines
 }
 
 // New returns a proxy for cfg. It starts nothing.
@@ -90,10 +109,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	d := Decision{Method: r.Method, Host: r.Host, Port: t.Port}
 	if err == nil {
 		d.Host = t.Host
-		if rule, ok := p.cfg.Rules.Match(t); ok {
-			d.Allowed, d.Rule = true, rule.Text
+		if v := p.decide(r, t); v.Allowed { // hold.go: allowlist, then Config.Check
+			d.Allowed, d.Rule = true, v.Rule
 		} else {
-			err = fmt.Errorf("no egress rule allows %s", t)
+			d.Rule, err = v.Rule, errors.New(v.Reason)
 		}
 	}
 	if err != nil {
@@ -103,6 +122,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.decided(d)
+	if _, cred := p.credential(t); cred && r.Method == http.MethodConnect && p.cfg.CA != nil {
+		p.intercept(w, r, t) // intercept.go: terminate TLS to add the credential
+		return
+	}
 	if r.Method == http.MethodConnect {
 		p.tunnel(w, r, t)
 		return
@@ -190,6 +213,10 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, t Target) {
 	out.Host = t.String()
 	for _, h := range []string{"Proxy-Authorization", "Proxy-Connection", "Connection", "Keep-Alive", "Te", "Trailer", "Upgrade"} {
 		out.Header.Del(h)
+	}
+	if ok, reason := p.addCredential(r.Context(), out, t); !ok { // hold.go
+		http.Error(w, "boxwire egress: refused: "+reason, http.StatusForbidden)
+		return
 	}
 	resp, err := p.transport.RoundTrip(out)
 	if err != nil {

@@ -125,7 +125,7 @@ func (s *Server) acquireBox(ctx context.Context, o boxOptions, threadID string) 
 // startBox creates b's socket folder, LLM proxy and sandbox. It does not
 // wait for the agent. On failure it removes what it made.
 func (s *Server) startBox(ctx context.Context, b *box) (err error) {
-	b.res = &resources{}
+	b.res = &resources{runtime: b.runtime}
 	log := s.log.With("box", b.id)
 	defer func() {
 		if err != nil {

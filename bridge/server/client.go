@@ -21,8 +21,9 @@ const (
 	pingPeriod = pongWait * 9 / 10
 	// helloTimeout bounds waiting for a peer's hello.
 	helloTimeout = 10 * time.Second
-	// clientSendBuffer is how many messages may wait for a slow client
-	// before it is dropped.
+	// clientSendBuffer is how many replies (messages without seq) may
+	// wait for a slow client before it is dropped. Events are not queued:
+	// the writer reads them by cursor from the thread's tail or the store.
 	clientSendBuffer = 256
 )
 
@@ -30,8 +31,9 @@ const (
 const (
 	closeNormal    = websocket.CloseNormalClosure
 	closeGoingAway = websocket.CloseGoingAway
-	// closeTooSlow drops a client that does not keep up: it may reconnect
-	// with after_seq and catch up from the log.
+	// closeTooSlow drops a client that does not take its replies: it may
+	// reconnect with after_seq and catch up from the log. (A client slow to
+	// take events only falls behind: its writer reads them from the log.)
 	closeTooSlow = websocket.CloseTryAgainLater
 )
 
@@ -50,6 +52,9 @@ type client struct {
 	closeText string
 	final     *wire.Envelope // written just before the close frame, if set
 
+	wake   chan struct{} // signalled when the thread has new events (cap 1)
+	cursor uint64        // seq of the last event written; writer only
+
 	termQueue // terminal frames and control messages (terminal.go)
 }
 
@@ -58,6 +63,7 @@ func newClient(id string, conn *websocket.Conn, log *slog.Logger) *client {
 		id: id, conn: conn, log: log,
 		send: make(chan wire.Envelope, clientSendBuffer),
 		stop: make(chan struct{}),
+		wake: make(chan struct{}, 1),
 
 		termQueue: newTermQueue(),
 	}
@@ -83,20 +89,39 @@ func (c *client) kick(code int, text string, final *wire.Envelope) {
 	})
 }
 
-// writePump writes initial, then queued messages and pings, until kicked or
-// a write fails. It closes the connection when it returns.
-func (c *client) writePump(initial []wire.Envelope) {
+// wakeUp tells the writer there are new events, without blocking.
+func (c *client) wakeUp() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// writePump writes hello, then t's events after afterSeq by cursor —
+// from the thread's tail or the store, a batch at a time, so a client that
+// is behind never holds memory — interleaved with replies, terminal frames
+// and pings, until kicked or a write fails. It closes the connection when
+// it returns.
+func (c *client) writePump(t *thread, hello wire.Envelope, afterSeq uint64) {
 	defer c.conn.Close()
 	ticker := time.NewTicker(pingPeriod)
 	defer ticker.Stop()
-	for _, env := range initial {
-		if err := writeEnvelope(c.conn, env); err != nil {
-			c.log.Debug("write to client", "err", err)
-			return
-		}
+	if err := writeEnvelope(c.conn, hello); err != nil {
+		c.log.Debug("write to client", "err", err)
+		return
 	}
+	c.cursor = afterSeq
 	for {
+		wake := c.wake
+		if c.cursor < t.committedSeq() {
+			if err := c.writeEvents(t); err != nil {
+				c.log.Debug("write to client", "err", err)
+				return
+			}
+			wake = closedWake // more may be waiting: only peek at the rest
+		}
 		select {
+		case <-wake:
 		case env := <-c.send:
 			if err := writeEnvelope(c.conn, env); err != nil {
 				c.log.Debug("write to client", "err", err)
@@ -113,7 +138,7 @@ func (c *client) writePump(initial []wire.Envelope) {
 				return
 			}
 		case <-c.stop:
-			if c.final != nil {
+			if c.final != nil && (c.final.Seq == 0 || c.final.Seq > c.cursor) {
 				_ = writeEnvelope(c.conn, *c.final)
 			}
 			msg := websocket.FormatCloseMessage(c.closeCode, c.closeText)
@@ -121,6 +146,24 @@ func (c *client) writePump(initial []wire.Envelope) {
 			return
 		}
 	}
+}
+
+// closedWake is always ready: the writer selects on it to take other work
+// between batches of events without waiting.
+var closedWake = func() chan struct{} { ch := make(chan struct{}); close(ch); return ch }()
+
+// writeEvents writes the next batch of events after the cursor.
+func (c *client) writeEvents(t *thread) error {
+	for _, env := range t.eventsAfter(c.cursor) {
+		if env.Seq <= c.cursor {
+			continue
+		}
+		if err := writeEnvelope(c.conn, env); err != nil {
+			return err
+		}
+		c.cursor = env.Seq
+	}
+	return nil
 }
 
 // readPump reads the client's frames and hands requests to t until the

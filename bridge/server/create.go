@@ -43,6 +43,7 @@ type resources struct {
 	egress    *egress.Listener
 	sandboxID string
 	volume    string
+	runtime   string // the sandbox's OCI runtime; its posture is checked under it
 }
 
 // remove deletes the sandbox, its workspace volume, the proxy and the
@@ -86,6 +87,10 @@ func (s *Server) createThread(ctx context.Context, req wire.CreateThread) (*thre
 	if err != nil {
 		return nil, err
 	}
+	pol, err := s.threadPolicy(req) // approvals_egress.go
+	if err != nil {
+		return nil, err
+	}
 	id, err := newThreadID()
 	if err != nil {
 		return nil, err
@@ -97,7 +102,8 @@ func (s *Server) createThread(ctx context.Context, req wire.CreateThread) (*thre
 	}
 	conn, err := s.waitAgent(ctx, id, b.res)
 	if err == nil {
-		t := newThread(id, conn, b.res, s.cfg.Manager, log)
+		t := newThread(s, id, conn, b.res, 0, log)
+		t.gate.set(pol)
 		rec := ThreadRecord{ID: id, Box: b.id, Scope: b.scope, Assistant: b.assistant,
 			Image: b.image, Runtime: b.runtime, Created: time.Now().UTC()}
 		if err = s.register(ctx, t, b, rec); err == nil {
@@ -182,8 +188,9 @@ func (s *Server) waitAgent(ctx context.Context, id string, res *resources) (*web
 	ctx, cancel := context.WithTimeout(ctx, agentReadyTimeout)
 	defer cancel()
 	sock := filepath.Join(res.dir, agentSocket)
+	pol := s.cfg.Posture.ForRuntime(res.runtime)
 	for attempt := 1; ; attempt++ {
-		conn, err := s.greetAgent(ctx, sock, id)
+		conn, err := s.greetAgent(ctx, sock, id, pol)
 		if err == nil {
 			return conn, nil
 		}
@@ -204,8 +211,9 @@ func (s *Server) waitAgent(ctx context.Context, id string, res *resources) (*web
 	}
 }
 
-// greetAgent dials the agent's unix socket and exchanges hello.
-func (s *Server) greetAgent(ctx context.Context, sock, id string) (*websocket.Conn, error) {
+// greetAgent dials the agent's unix socket, exchanges hello and checks the
+// agent's posture against pol.
+func (s *Server) greetAgent(ctx context.Context, sock, id string, pol *PosturePolicy) (*websocket.Conn, error) {
 	d := websocket.Dialer{
 		NetDialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var nd net.Dialer
@@ -233,7 +241,7 @@ func (s *Server) greetAgent(ctx context.Context, sock, id string) (*websocket.Co
 		}
 		return nil, fmt.Errorf("agent hello: %w", err)
 	}
-	if err := s.cfg.Posture.Check(answer.Posture); err != nil {
+	if err := pol.Check(answer.Posture); err != nil {
 		conn.Close()
 		s.log.Warn("sandbox posture refused", "thread", id, "posture", answer.Posture, "err", err)
 		return nil, fmt.Errorf("%w: %w", errAgentAnswer, err)

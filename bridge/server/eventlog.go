@@ -1,35 +1,109 @@
 package server
 
-import "github.com/boxwire/boxwire/bridge/wire"
+import (
+	"fmt"
 
-// maxLogEvents bounds a thread's in-memory event log; the oldest tenth is
-// dropped when it is full.
-const maxLogEvents = 10000
+	"github.com/boxwire/boxwire/bridge/wire"
+)
 
-// eventLog is a thread's numbered events, oldest first. It is not safe for
-// concurrent use; the thread's mutex guards it.
+// Bounds of a thread's in-memory tail: the newest committed events, kept so
+// that live clients and short resumes never touch the store. Older events
+// are read from the store.
+const (
+	maxTailEvents = 4096
+	maxTailBytes  = 4 << 20
+	// replayBatch is how many events a client's writer takes at a time.
+	replayBatch = 256
+)
+
+// DefaultMaxStoredOutput caps the tool_output bytes of one call kept in the
+// store (Config.MaxStoredOutput).
+const DefaultMaxStoredOutput = 256 << 10
+
+// eventLog is a thread's numbering and its in-memory tail. The thread's
+// mutex guards it. Events are numbered by next when published and enter
+// the tail when the store has committed them (committed).
 type eventLog struct {
-	events []wire.Envelope
-	last   uint64 // seq of the newest event, 0 when none
+	next      uint64 // seq of the newest published event
+	committed uint64 // seq of the newest event in the tail (and the store)
+	tail      []wire.Envelope
+	tailBytes int
+	outBytes  map[string]int // stored tool_output bytes per call id
+	maxOutput int
 }
 
-// append numbers env with the next seq, keeps it and returns it.
-func (l *eventLog) append(env wire.Envelope) wire.Envelope {
-	l.last++
-	env.Seq = l.last
-	if len(l.events) >= maxLogEvents {
-		// Drop a tenth at once so appending stays cheap.
-		l.events = append([]wire.Envelope(nil), l.events[maxLogEvents/10:]...)
-	}
-	l.events = append(l.events, env)
-	return env
+func newEventLog(last uint64, maxOutput int) eventLog {
+	return eventLog{next: last, committed: last, outBytes: map[string]int{}, maxOutput: maxOutput}
 }
 
-// after returns a copy of the kept events with seq > seq.
-func (l *eventLog) after(seq uint64) []wire.Envelope {
-	i := len(l.events)
-	for i > 0 && l.events[i-1].Seq > seq {
-		i--
+// add puts a committed event into the tail, dropping the oldest past the
+// bounds.
+func (l *eventLog) add(env wire.Envelope) {
+	l.committed = env.Seq
+	l.tail = append(l.tail, env)
+	l.tailBytes += len(env.Data)
+	drop := 0
+	for len(l.tail)-drop > 1 && (len(l.tail)-drop > maxTailEvents || l.tailBytes > maxTailBytes) {
+		l.tailBytes -= len(l.tail[drop].Data)
+		drop++
 	}
-	return append([]wire.Envelope(nil), l.events[i:]...)
+	if drop > 0 {
+		l.tail = append([]wire.Envelope(nil), l.tail[drop:]...)
+	}
+}
+
+// fromTail returns up to limit tail events with seq > after; ok is false
+// when events after `after` are older than the tail (read the store).
+func (l *eventLog) fromTail(after uint64, limit int) (evs []wire.Envelope, ok bool) {
+	if after >= l.committed {
+		return nil, true
+	}
+	if len(l.tail) == 0 || l.tail[0].Seq > after+1 {
+		return nil, false
+	}
+	i := int(after + 1 - l.tail[0].Seq)
+	end := min(len(l.tail), i+limit)
+	return append([]wire.Envelope(nil), l.tail[i:end]...), true
+}
+
+// head returns up to limit of the oldest tail events.
+func (l *eventLog) head(limit int) []wire.Envelope {
+	return append([]wire.Envelope(nil), l.tail[:min(len(l.tail), limit)]...)
+}
+
+// forStore is env as the store keeps it: a tool_output chunk past the
+// call's MaxStoredOutput keeps its seq, but its output becomes a marker
+// (the first time) or empty; the whole output stays in the sandbox's
+// output file, named by the call's tool_result.
+func (l *eventLog) forStore(env wire.Envelope) wire.Envelope {
+	if env.Type != wire.TypeToolOutput {
+		return env
+	}
+	var out wire.ToolOutput
+	if env.Decode(&out) != nil {
+		return env
+	}
+	used := l.outBytes[out.CallID]
+	l.outBytes[out.CallID] = used + len(out.Output)
+	if used+len(out.Output) <= l.maxOutput {
+		return env
+	}
+	text := ""
+	if used <= l.maxOutput {
+		text = fmt.Sprintf("\n[boxwire: output past %d bytes is not kept in the thread log; the tool_result names the file with all of it]\n", l.maxOutput)
+	}
+	capped := wire.MustNew(env.Type, env.Thread, env.ID, wire.ToolOutput{CallID: out.CallID, Output: text})
+	capped.Seq = env.Seq
+	return capped
+}
+
+// forget drops the per-call output counter of a finished call.
+func (l *eventLog) forget(env wire.Envelope) {
+	if env.Type != wire.TypeToolResult {
+		return
+	}
+	var r wire.ToolResult
+	if env.Decode(&r) == nil {
+		delete(l.outBytes, r.CallID)
+	}
 }

@@ -32,7 +32,7 @@ func (s *Server) serveFiles(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	select {
-	case <-t.dead:
+	case <-t.deadCh():
 		writeJSONError(w, http.StatusServiceUnavailable, wire.CodeSandboxUnavailable, "sandbox stopped")
 		return
 	default:

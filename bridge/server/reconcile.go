@@ -76,7 +76,7 @@ func (s *Server) adopt(ctx context.Context, sb sandbox.Sandbox, now time.Time) (
 	if _, err := os.Stat(dir); err != nil {
 		return fmt.Errorf("socket folder: %w", err)
 	}
-	b.res = &resources{dir: dir, sandboxID: sb.ID, volume: "boxwire-ws-" + b.id}
+	b.res = &resources{dir: dir, sandboxID: sb.ID, volume: "boxwire-ws-" + b.id, runtime: b.runtime}
 	log := s.log.With("box", b.id)
 	if b.res.proxy, err = s.serveProxy(dir, log); err != nil {
 		return err
@@ -131,7 +131,12 @@ func (s *Server) adoptThreads(ctx context.Context, b *box) error {
 		if err != nil {
 			return fmt.Errorf("reach agent: %w", err)
 		}
-		t := newThread(rec.ID, conn, b.res, s.cfg.Manager, s.log.With("thread", rec.ID))
+		last, err := s.events.LastSeq(rec.ID)
+		if err != nil {
+			conn.Close()
+			return fmt.Errorf("read thread log: %w", err)
+		}
+		t := newThread(s, rec.ID, conn, b.res, last, s.log.With("thread", rec.ID))
 		if !rec.Created.IsZero() {
 			t.created = rec.Created
 		}

@@ -43,8 +43,9 @@ type PosturePolicy struct {
 	NoCapabilities bool
 	// NoNewPrivs requires the no_new_privs bit.
 	NoNewPrivs bool
-	// Seccomp requires a seccomp filter (mode 2). gVisor's runsc ignores
-	// the engine's seccomp option: turn this off for it.
+	// Seccomp requires a seccomp filter (mode 2) under runtimes that apply
+	// the engine's seccomp option; ForRuntime drops it for gVisor's runsc,
+	// which ignores that option and filters system calls in its own kernel.
 	Seccomp bool
 	// ReadOnlyRoot requires a read-only root filesystem.
 	ReadOnlyRoot bool
@@ -55,6 +56,21 @@ type PosturePolicy struct {
 // StrictPosture requires everything the bridge configures.
 func StrictPosture() *PosturePolicy {
 	return &PosturePolicy{NonRoot: true, NoCapabilities: true, NoNewPrivs: true, Seccomp: true, ReadOnlyRoot: true, Limits: true}
+}
+
+// ForRuntime returns the policy for a sandbox run by the OCI runtime rt
+// ("" is the engine's default): pol itself, or for "runsc" a copy that
+// does not require seccomp. Each sandbox is checked under its own runtime,
+// so a thread that asks for runsc on a runc bridge is not refused for the
+// filter runsc cannot show, and a runc thread on a runsc bridge still
+// needs one. A nil policy stays nil.
+func (pol *PosturePolicy) ForRuntime(rt string) *PosturePolicy {
+	if pol == nil || rt != "runsc" {
+		return pol
+	}
+	p := *pol
+	p.Seccomp = false
+	return &p
 }
 
 // Check returns nil if p meets the policy, else a wire.Error of code
@@ -105,10 +121,10 @@ func (s *Server) sandboxToken(id string) string {
 // and the egress socket when egress is configured.
 func (s *Server) securityEnv(id string) []string {
 	env := []string{"BOXWIRE_LLM_TOKEN=" + s.sandboxToken(id)}
-	if len(s.cfg.Egress) > 0 {
+	if s.egressOn() { // approvals_egress.go: allowlist, or credentials / ask in the policy
 		env = append(env, "BOXWIRE_EGRESS_SOCKET="+sandbox.SocketMount+"/"+egressSocket)
 	}
-	return env
+	return append(env, s.approvalEnv()...)
 }
 
 // securedLLM is the LLM proxy config of the sandbox with folder dir: its
@@ -138,7 +154,7 @@ func (s *Server) securedLLM(cfg llmproxy.Config, dir string) llmproxy.Config {
 // serveEgress serves the egress proxy in dir when egress is configured;
 // it returns nil, nil when it is not.
 func (s *Server) serveEgress(dir string, log *slog.Logger) (*egress.Listener, error) {
-	if len(s.cfg.Egress) == 0 {
+	if !s.egressOn() {
 		return nil, nil
 	}
 	rules, err := egress.ParseRules(s.cfg.Egress)
@@ -146,12 +162,16 @@ func (s *Server) serveEgress(dir string, log *slog.Logger) (*egress.Listener, er
 		return nil, err
 	}
 	id := filepath.Base(dir)
-	p := egress.New(egress.Config{Rules: rules, Logger: log.With("component", "egress"),
+	ecfg := egress.Config{Rules: rules, Logger: log.With("component", "egress"),
 		OnDecision: func(d egress.Decision) {
 			s.publishToBox(id, wire.MustNew(wire.TypeEgress, "", "", wire.EgressDecision{
 				Method: d.Method, Host: d.Host, Port: d.Port, Allowed: d.Allowed, Rule: d.Rule, Reason: d.Reason,
 			}))
-		}})
+		}}
+	if err := s.egressApprovals(&ecfg, dir); err != nil { // approvals_egress.go
+		return nil, err
+	}
+	p := egress.New(ecfg)
 	return p.ServeUnix(filepath.Join(dir, egressSocket))
 }
 

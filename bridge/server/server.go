@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"crypto/subtle"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,7 +19,9 @@ import (
 
 	"github.com/boxwire/boxwire/bridge/egress"
 	"github.com/boxwire/boxwire/bridge/llmproxy"
+	"github.com/boxwire/boxwire/bridge/policy"
 	"github.com/boxwire/boxwire/bridge/sandbox"
+	"github.com/boxwire/boxwire/bridge/store"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -71,8 +74,17 @@ type Config struct {
 	// ReapInterval is how often the reaper looks for expired sandboxes;
 	// default the smaller of 30s and IdleTTL/4.
 	ReapInterval time.Duration
-	// Store keeps thread records; default an in-memory store.
+	// Store keeps thread records; default the store file
+	// <DataDir>/boxwire.db (see store.go).
 	Store ThreadStore
+	// Retention bounds the event log in the store file (bridge/store);
+	// zero fields keep everything. Pruning runs every RetentionInterval
+	// (default 10m).
+	Retention         store.Retention
+	RetentionInterval time.Duration
+	// MaxStoredOutput caps the tool_output bytes of one call kept in the
+	// log; default DefaultMaxStoredOutput.
+	MaxStoredOutput int
 
 	// Egress is the egress allowlist (see egress.ParseRules); empty means
 	// sandboxes get no egress proxy and so no network at all.
@@ -82,6 +94,16 @@ type Config struct {
 	// UsageEvents publishes a usage event to a sandbox's threads after
 	// every model call its LLM proxy forwarded.
 	UsageEvents bool
+
+	// Policy decides which tool calls, egress hosts and credential uses
+	// are allowed, denied or asked about, and holds the host-held
+	// credentials (docs/approvals.md); nil allows every tool call and
+	// leaves egress to the allowlist. A thread may put rules of its own
+	// in front (wire.CreateThread.Policy).
+	Policy *policy.Policy
+	// EgressRoots verifies the real hosts behind TLS the egress proxy
+	// terminates to add a credential; nil means the system's roots.
+	EgressRoots *x509.CertPool
 }
 
 // Lifecycle defaults.
@@ -116,8 +138,11 @@ type Server struct {
 	threads map[string]*thread
 	boxes   map[string]*box // by box key, including boxes being created
 	clients map[*client]struct{}
+	db      *store.Store   // the store file; closed by Close
+	events  eventStore     // db, as the threads use it
 	conns   sync.WaitGroup // connection handlers, so Close can wait for them
 	reaper  sync.WaitGroup // the reaper goroutine, started by New
+	ca      caCache        // the egress CA, loaded on first use (approvals_egress.go)
 }
 
 // New checks cfg and returns a server. It starts the reaper goroutine,
@@ -159,6 +184,10 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Software == "" {
 		cfg.Software = "boxwire-bridge/dev"
 	}
+	db, err := openStore(&cfg)
+	if err != nil {
+		return nil, err
+	}
 	cfg = lifecycleDefaults(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
@@ -166,9 +195,11 @@ func New(cfg Config) (*Server, error) {
 		threads: make(map[string]*thread),
 		boxes:   make(map[string]*box),
 		clients: make(map[*client]struct{}),
+		db:      db, events: db,
 	}
-	s.reaper.Add(1)
+	s.reaper.Add(2)
 	go s.reap()
+	go s.prune()
 	return s, nil
 }
 
@@ -185,6 +216,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("POST /v1/threads", s.auth(http.HandlerFunc(s.postThread)))
 	mux.Handle("GET /v1/threads", s.auth(http.HandlerFunc(s.listThreads)))
 	mux.Handle("GET /v1/threads/{id}", s.auth(http.HandlerFunc(s.getThread)))
+	mux.Handle("GET /v1/threads/{id}/events", s.auth(http.HandlerFunc(s.exportEvents)))
 	mux.Handle(wire.ThreadFilesPath, s.auth(http.HandlerFunc(s.serveFiles)))
 	mux.Handle("/", s.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusNotFound, wire.CodeNotFound, "no route for "+r.Method+" "+r.URL.Path)
@@ -256,6 +288,9 @@ func (s *Server) Close(ctx context.Context) error {
 	case <-done:
 	case <-ctx.Done():
 		errs = append(errs, fmt.Errorf("wait for connections: %w", ctx.Err()))
+	}
+	if err := s.db.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("close store: %w", err))
 	}
 	return errors.Join(errs...)
 }

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/boxwire/boxwire/bridge/store"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -23,9 +24,10 @@ type ThreadRecord struct {
 
 // ThreadStore keeps thread records. The bridge calls it from many
 // goroutines; implementations must be safe for concurrent use. Get reports
-// a missing record with ok false, not an error. The in-memory store is the
-// default; a persistent one lets threads of shared (assistant) sandboxes
-// survive a restart, since container labels name only one thread.
+// a missing record with ok false, not an error. The default is the
+// bridge's store file (<DataDir>/boxwire.db, bridge/store), so threads —
+// also those of shared (assistant) sandboxes, which container labels do not
+// name — survive a restart; NewMemStore is for tests.
 type ThreadStore interface {
 	Put(ctx context.Context, rec ThreadRecord) error
 	Get(ctx context.Context, id string) (rec ThreadRecord, ok bool, err error)
@@ -73,4 +75,48 @@ func (m *memStore) Delete(_ context.Context, id string) error {
 	defer m.mu.Unlock()
 	delete(m.recs, id)
 	return nil
+}
+
+// eventStore keeps threads' events (bridge/store.Store implements it).
+type eventStore interface {
+	// Append queues env for the thread's log without blocking (unless the
+	// queue is full) and calls done once it is committed or failed.
+	Append(thread string, env wire.Envelope, done func(error))
+	// Events returns up to limit stored events with seq > after.
+	Events(thread string, after uint64, limit int) ([]wire.Envelope, error)
+	// LastSeq is the seq of the thread's newest stored event.
+	LastSeq(thread string) (uint64, error)
+	// Flush waits until every queued append is committed.
+	Flush()
+}
+
+// boltThreads is the ThreadStore of the bridge's store file: thread
+// records there outlive the process.
+type boltThreads struct{ st *store.Store }
+
+func (b boltThreads) Put(_ context.Context, r ThreadRecord) error {
+	return b.st.PutThread(store.Thread{ID: r.ID, Box: r.Box, Scope: r.Scope, Assistant: r.Assistant,
+		Image: r.Image, Runtime: r.Runtime, Created: r.Created})
+}
+
+func (b boltThreads) Get(_ context.Context, id string) (ThreadRecord, bool, error) {
+	t, ok, err := b.st.Thread(id)
+	return recordOf(t), ok, err
+}
+
+func (b boltThreads) List(context.Context) ([]ThreadRecord, error) {
+	ts, err := b.st.Threads()
+	out := make([]ThreadRecord, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, recordOf(t))
+	}
+	return out, err
+}
+
+// Delete removes the record and the thread's events.
+func (b boltThreads) Delete(_ context.Context, id string) error { return b.st.DeleteThread(id) }
+
+func recordOf(t store.Thread) ThreadRecord {
+	return ThreadRecord{ID: t.ID, Box: t.Box, Scope: t.Scope, Assistant: t.Assistant,
+		Image: t.Image, Runtime: t.Runtime, Created: t.Created}
 }

@@ -260,7 +260,7 @@ func (t *thread) terminalInput(c *client, r io.Reader) {
 	defer timer.Stop()
 	select {
 	case t.term.input <- data:
-	case <-t.dead:
+	case <-t.deadCh():
 		c.enqueue(wire.ErrorEnvelope(t.id, "", wire.CodeSandboxUnavailable, "sandbox stopped"))
 	case <-t.stop:
 	case <-timer.C:

@@ -26,13 +26,18 @@ const (
 )
 
 // thread is one conversation: its agent connection, event log and attached
-// clients. Its two goroutines (readAgent, writeAgent) are owned by the
-// thread and waited for by shutdown.
+// clients. Its agent goroutines (readAgent, writeAgent) are owned by the
+// thread and waited for by shutdown; when a sandbox is replaced
+// (replace.go) readAgent starts the next pair before it returns.
 type thread struct {
 	id    string
 	log   *slog.Logger
 	mgr   sandbox.Manager
 	res   *resources
+	srv   *Server
+	store eventStore
+	// agent is the current agent connection; it is written only while no
+	// writeAgent runs (replace.go), and read by writeAgent.
 	agent *websocket.Conn
 	// box is the sandbox the thread runs in, set by Server.register;
 	// created is when the thread was made.
@@ -41,46 +46,73 @@ type thread struct {
 
 	toAgent  chan wire.Envelope
 	term     *termRelay    // terminal sessions' watchers and input (terminal.go)
-	dead     chan struct{} // closed by readAgent (markDead) when the agent connection ends
-	deadOnce sync.Once
+	gate     gate          // approval policy and pending requests (approvals.go)
 	stop     chan struct{} // closed by shutdown
 	stopOnce sync.Once
 	wg       sync.WaitGroup
 
 	mu      sync.Mutex
+	link    *agentLink // the current agent connection's state
 	events  eventLog
 	clients map[string]*client // by connection id
 	closing bool
 }
 
+// agentLink is one agent connection's lifetime: dead is closed by its
+// readAgent when it ends; writerDone when its writeAgent returned.
+type agentLink struct {
+	conn       *websocket.Conn
+	dead       chan struct{}
+	deadOnce   sync.Once
+	writerDone chan struct{}
+}
+
+func newLink(conn *websocket.Conn) *agentLink {
+	return &agentLink{conn: conn, dead: make(chan struct{}), writerDone: make(chan struct{})}
+}
+
 // newThread starts the agent goroutines for a connected, greeted agent.
-func newThread(id string, agent *websocket.Conn, res *resources, mgr sandbox.Manager, log *slog.Logger) *thread {
+// Its events are numbered after last, the newest seq st holds for id.
+func newThread(s *Server, id string, agent *websocket.Conn, res *resources, last uint64, log *slog.Logger) *thread {
 	t := &thread{
-		id: id, log: log, mgr: mgr, res: res, agent: agent, created: time.Now().UTC(),
+		id: id, log: log, mgr: s.cfg.Manager, res: res, srv: s, store: s.events, agent: agent, created: time.Now().UTC(),
 		toAgent: make(chan wire.Envelope, agentSendBuffer),
 		term:    newTermRelay(),
-		dead:    make(chan struct{}),
 		stop:    make(chan struct{}),
+		link:    newLink(agent),
+		events:  newEventLog(last, s.cfg.MaxStoredOutput),
 		clients: make(map[string]*client),
 	}
-	t.wg.Add(2)
-	go t.readAgent()
-	go t.writeAgent()
+	t.startLink(t.link)
 	return t
 }
 
-// attach adds c to the thread and returns what its writer sends first: the
-// hello answer, then every logged event after afterSeq. Taking both under
-// the lock means live events (queued on c) follow with no gap or
-// duplicate. It returns false if the thread is shutting down.
-func (t *thread) attach(c *client, hello wire.Envelope, afterSeq uint64) ([]wire.Envelope, bool) {
+// startLink starts l's reader and writer.
+func (t *thread) startLink(l *agentLink) {
+	t.wg.Add(2)
+	go t.readAgent(l)
+	go t.writeAgent(l)
+}
+
+// deadCh is closed when the current agent connection has ended.
+func (t *thread) deadCh() <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.link.dead
+}
+
+// attach adds c to the thread. Its writer sends hello first, then every
+// event after afterSeq from the tail or the store, then live ones, by
+// cursor (client.go): nothing is queued per client, so none is missed or
+// sent twice. It returns false if the thread is shutting down.
+func (t *thread) attach(c *client) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closing {
-		return nil, false
+		return false
 	}
 	t.clients[c.id] = c
-	return append([]wire.Envelope{hello}, t.events.after(afterSeq)...), true
+	return true
 }
 
 func (t *thread) detach(c *client) {
@@ -94,6 +126,9 @@ func (t *thread) detach(c *client) {
 // the connection id, or answers the client when it cannot. It blocks at most
 // agentSendWait.
 func (t *thread) request(c *client, env wire.Envelope) {
+	if t.approvalRequest(c, env) { // approve, deny (approvals.go)
+		return
+	}
 	switch {
 	case wire.IsTerminal(env.Type) && !t.terminalRequest(c, env):
 		return
@@ -111,8 +146,9 @@ func (t *thread) request(c *client, env wire.Envelope) {
 	}
 	origID := env.ID
 	env.Thread, env.Seq, env.ID = t.id, 0, c.id+"/"+origID
+	dead := t.deadCh()
 	select {
-	case <-t.dead:
+	case <-dead:
 		c.enqueue(wire.ErrorEnvelope(t.id, origID, wire.CodeSandboxUnavailable, "sandbox stopped"))
 		return
 	default:
@@ -121,7 +157,7 @@ func (t *thread) request(c *client, env wire.Envelope) {
 	defer timer.Stop()
 	select {
 	case t.toAgent <- env:
-	case <-t.dead:
+	case <-dead:
 		c.enqueue(wire.ErrorEnvelope(t.id, origID, wire.CodeSandboxUnavailable, "sandbox stopped"))
 	case <-t.stop:
 	case <-timer.C:
@@ -129,21 +165,22 @@ func (t *thread) request(c *client, env wire.Envelope) {
 	}
 }
 
-// readAgent reads the agent's messages until its connection ends, then
-// reports the sandbox as stopped unless the thread is shutting down.
-func (t *thread) readAgent() {
+// readAgent reads l's messages until the connection ends, then reports
+// the sandbox as stopped and replaces it (replace.go) unless the thread is
+// shutting down.
+func (t *thread) readAgent(l *agentLink) {
 	defer t.wg.Done()
-	defer t.markDead()
-	defer t.agent.Close()
-	_ = t.agent.SetReadDeadline(time.Now().Add(pongWait))
-	t.agent.SetPongHandler(func(string) error {
-		return t.agent.SetReadDeadline(time.Now().Add(pongWait))
+	conn := l.conn
+	defer conn.Close()
+	_ = conn.SetReadDeadline(time.Now().Add(pongWait))
+	conn.SetPongHandler(func(string) error {
+		return conn.SetReadDeadline(time.Now().Add(pongWait))
 	})
 	for {
-		mt, r, err := t.agent.NextReader()
+		mt, r, err := conn.NextReader()
 		if err != nil {
-			t.markDead() // before telling clients, so their next request fails fast
-			t.agentLost(err)
+			l.markDead() // before telling clients, so their next request fails fast
+			t.agentLost(l, err)
 			return
 		}
 		if mt == websocket.BinaryMessage { // terminal output (terminal.go)
@@ -174,6 +211,10 @@ func (t *thread) fromAgent(env wire.Envelope) {
 		t.publish(env)
 		return
 	}
+	if env.Type == wire.TypeToolCheck { // approvals.go
+		t.toolCheck(env)
+		return
+	}
 	if wire.IsTerminal(env.Type) && t.terminalFromAgent(env, connID) {
 		return
 	}
@@ -187,21 +228,77 @@ func (t *thread) fromAgent(env wire.Envelope) {
 	c.enqueue(env)
 }
 
-// publish numbers env with the thread's next seq, logs it and queues it for
-// every attached client.
-func (t *thread) publish(env wire.Envelope) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	env = t.events.append(env)
-	for _, c := range t.clients {
-		c.enqueue(env)
-	}
+// publish numbers env with the thread's next seq and hands it to the
+// store; once the store has committed it, it enters the tail and every
+// attached client's writer is woken to send it. It does not block (unless
+// the store's queue is full). It returns the numbered event.
+func (t *thread) publish(env wire.Envelope) wire.Envelope {
+	return t.append(env, nil)
 }
 
-// agentLost publishes why the agent went away: a sandbox_exited event
-// when the engine reports the sandbox stopped, then an error
-// sandbox_unavailable either way.
-func (t *thread) agentLost(err error) {
+// append is publish; done, when set, receives the event once committed.
+func (t *thread) append(env wire.Envelope, done chan<- wire.Envelope) wire.Envelope {
+	env = t.redact(env) // approvals.go: secrets never reach clients or the log
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.events.next++
+	env.Seq = t.events.next
+	stored := t.events.forStore(env)
+	t.events.forget(env)
+	t.store.Append(t.id, stored, func(err error) {
+		if err != nil {
+			t.log.Error("event not stored; it is kept in memory only", "seq", env.Seq, "err", err)
+		}
+		t.mu.Lock()
+		t.events.add(env)
+		for _, c := range t.clients {
+			c.wakeUp()
+		}
+		t.mu.Unlock()
+		if done != nil {
+			done <- env
+		}
+	})
+	return env
+}
+
+// eventsAfter returns up to replayBatch committed events with seq > after:
+// from the tail, else from the store. When the store no longer has them
+// (retention), it returns the oldest the thread still has.
+func (t *thread) eventsAfter(after uint64) []wire.Envelope {
+	t.mu.Lock()
+	committed := t.events.committed
+	evs, ok := t.events.fromTail(after, replayBatch)
+	t.mu.Unlock()
+	if ok || after >= committed {
+		return evs
+	}
+	evs, err := t.store.Events(t.id, after, replayBatch)
+	if err != nil {
+		t.log.Error("replay from the store", "after", after, "err", err)
+	}
+	for len(evs) > 0 && evs[len(evs)-1].Seq > committed {
+		evs = evs[:len(evs)-1]
+	}
+	if len(evs) == 0 {
+		t.mu.Lock()
+		evs = t.events.head(replayBatch)
+		t.mu.Unlock()
+	}
+	return evs
+}
+
+// committedSeq is the newest event a client may be sent.
+func (t *thread) committedSeq() uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.events.committed
+}
+
+// agentLost publishes why l's agent went away — a sandbox_exited event
+// when the engine reports the sandbox stopped — and then replaces the
+// sandbox (replace.go); when that fails, an error sandbox_unavailable.
+func (t *thread) agentLost(l *agentLink, err error) {
 	t.mu.Lock()
 	closing := t.closing
 	t.mu.Unlock()
@@ -210,13 +307,18 @@ func (t *thread) agentLost(err error) {
 	}
 	sb, stopped := t.exitState()
 	msg := fmt.Sprintf("sandbox stopped: agent connection lost: %v", err)
+	ev := wire.SandboxExited{Reason: wire.ExitDied, Message: msg}
 	if stopped {
-		ev := exitEvent(sb)
+		ev = exitEvent(sb)
 		msg = ev.Message
 		t.publish(wire.MustNew(wire.TypeSandboxExited, t.id, "", ev))
 	}
 	t.log.Warn("agent connection lost", "reason", msg)
-	t.publish(wire.ErrorEnvelope(t.id, "", wire.CodeSandboxUnavailable, "%s", msg))
+	<-l.writerDone
+	if rerr := t.replace(ev); rerr != nil {
+		t.log.Error("replace sandbox", "err", rerr)
+		t.publish(wire.ErrorEnvelope(t.id, "", wire.CodeSandboxUnavailable, "%s; no replacement: %v", msg, rerr))
+	}
 }
 
 // exitState polls the engine briefly for the sandbox's exit; stopped is
@@ -239,28 +341,30 @@ func (t *thread) exitState() (sb sandbox.Sandbox, stopped bool) {
 	}
 }
 
-// markDead closes t.dead once.
-func (t *thread) markDead() { t.deadOnce.Do(func() { close(t.dead) }) }
+// markDead closes l.dead once.
+func (l *agentLink) markDead() { l.deadOnce.Do(func() { close(l.dead) }) }
 
 // logEvent numbers env and keeps it in the log without sending it to
-// anyone: the caller hands it to shutdown as the clients' final message.
+// anyone, and returns once it is stored: the caller hands it to shutdown
+// as the clients' final message.
 func (t *thread) logEvent(env wire.Envelope) wire.Envelope {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.events.append(env)
+	done := make(chan wire.Envelope, 1)
+	t.append(env, done)
+	return <-done
 }
 
-// writeAgent writes queued requests and pings to the agent until the thread
-// stops or the connection fails; it closes the connection when it returns.
-func (t *thread) writeAgent() {
+// writeAgent writes queued requests and pings to l until the thread
+// stops or l fails; it closes the connection when it returns.
+func (t *thread) writeAgent(l *agentLink) {
 	defer t.wg.Done()
-	defer t.agent.Close()
+	defer close(l.writerDone)
+	defer l.conn.Close()
 	ticker := time.NewTicker(pingPeriod)
 	defer ticker.Stop()
 	for {
 		select {
 		case env := <-t.toAgent:
-			if err := writeEnvelope(t.agent, env); err != nil {
+			if err := writeEnvelope(l.conn, env); err != nil {
 				t.log.Warn("write to agent", "err", err)
 				return
 			}
@@ -270,15 +374,15 @@ func (t *thread) writeAgent() {
 				return
 			}
 		case <-ticker.C:
-			if err := t.agent.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeWait)); err != nil {
+			if err := l.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeWait)); err != nil {
 				t.log.Warn("ping agent", "err", err)
 				return
 			}
-		case <-t.dead:
+		case <-l.dead:
 			return
 		case <-t.stop:
 			msg := websocket.FormatCloseMessage(closeGoingAway, "thread closed")
-			_ = t.agent.WriteControl(websocket.CloseMessage, msg, time.Now().Add(writeWait))
+			_ = l.conn.WriteControl(websocket.CloseMessage, msg, time.Now().Add(writeWait))
 			return
 		}
 	}

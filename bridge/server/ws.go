@@ -50,8 +50,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	answer := wire.MustNew(wire.TypeHello, t.id, helloEnv.ID, wire.Hello{
 		Version: wire.Version, Role: wire.RoleBridge, Software: s.cfg.Software, Thread: t.id,
 	})
-	initial, ok := t.attach(c, answer, hello.AfterSeq)
-	if !ok {
+	if !t.attach(c) {
 		reject(conn, wire.ErrorEnvelope(t.id, helloEnv.ID, wire.CodeNotFound, "thread deleted"), closeNormal)
 		return
 	}
@@ -60,7 +59,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		c.writePump(initial)
+		c.writePump(t, answer, hello.AfterSeq)
 	}()
 	c.readPump(t)
 	c.kick(closeNormal, "", nil)

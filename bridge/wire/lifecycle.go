@@ -1,6 +1,9 @@
 package wire
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // Sandbox lifecycle: the event that tells a thread's clients its sandbox
 // went away, and the JSON bodies of the bridge's threads API
@@ -75,6 +78,9 @@ type CreateThread struct {
 	// TTL is the sandbox's idle time to live as a Go duration ("10m");
 	// empty means the bridge's default. It can only shorten the bridge's.
 	TTL string `json:"ttl,omitempty"`
+	// Policy is this thread's approval policy (docs/approvals.md: rules
+	// only), checked before the bridge's own rules.
+	Policy json.RawMessage `json:"policy,omitempty"`
 }
 
 // Sandbox states in ThreadInfo.Status.

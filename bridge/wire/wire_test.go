@@ -59,7 +59,17 @@ var golden = []struct {
 	{"usage", withSeq(wire.MustNew(wire.TypeUsage, "t_4f9c2a1b3c5d", "", wire.UsageReport{Model: "gpt-4o-mini", Call: wire.Usage{PromptTokens: 120, CompletionTokens: 30, TotalTokens: 150}, Total: wire.Usage{PromptTokens: 240, CompletionTokens: 60, TotalTokens: 300}, Requests: 2, TokenBudget: 100000}), 12)},
 	{"egress_denied", withSeq(wire.MustNew(wire.TypeEgress, "t_4f9c2a1b3c5d", "", wire.EgressDecision{Method: "CONNECT", Host: "evil.example", Port: 443, Reason: "no rule allows evil.example:443"}), 13)},
 	{"egress_allowed", withSeq(wire.MustNew(wire.TypeEgress, "t_4f9c2a1b3c5d", "", wire.EgressDecision{Method: "GET", Host: "pypi.org", Port: 80, Allowed: true, Rule: "pypi.org"}), 14)},
+	{"history", wire.MustNew(wire.TypeHistory, "t_4f9c2a1b3c5d", "", wire.History{Events: []wire.Envelope{withSeq(wire.MustNew(wire.TypeUserEcho, "t_4f9c2a1b3c5d", "m1", wire.UserMessage{Text: "remember 42"}), 1), withSeq(wire.MustNew(wire.TypeAssistantMessage, "t_4f9c2a1b3c5d", "m1", wire.Text{Text: "I will remember 42."}), 3)}, More: true})},
+	{"sandbox_replaced", withSeq(wire.MustNew(wire.TypeSandboxReplaced, "t_4f9c2a1b3c5d", "", wire.SandboxReplaced{Reason: wire.ExitOOM, SandboxID: "5e1c0ffee000", Restored: 14, Message: "sandbox replaced after it stopped (exit code 137); workspace and conversation kept"}), 16)},
 	{"error_budget", withSeq(wire.ErrorEnvelope("t_4f9c2a1b3c5d", "", wire.CodeBudgetExceeded, "thread token budget of 100000 tokens is spent (100150 used)"), 15)},
+	{"tool_check", wire.MustNew(wire.TypeToolCheck, "local", "chk_1", wire.ToolCheck{CallID: "call_5", Name: "execute", Arguments: json.RawMessage(`{"command":"git push origin main"}`)})},
+	{"tool_verdict_denied", wire.MustNew(wire.TypeToolVerdict, "local", "chk_1", wire.ToolVerdict{Reason: "denied by c3: not today"})},
+	{"approve", wire.MustNew(wire.TypeApprove, "t_4f9c2a1b3c5d", "v1", wire.ApprovalAnswer{ApprovalID: "ap_9d1e3a7b5c2f"})},
+	{"deny", wire.MustNew(wire.TypeDeny, "t_4f9c2a1b3c5d", "v2", wire.ApprovalAnswer{ApprovalID: "ap_9d1e3a7b5c2f", Reason: "not today"})},
+	{"approval_request_tool", withSeq(wire.MustNew(wire.TypeApprovalRequest, "t_4f9c2a1b3c5d", "", wire.ApprovalRequest{ApprovalID: "ap_9d1e3a7b5c2f", ApprovalAction: wire.ApprovalAction{Kind: wire.ApprovalTool, Tool: "execute", CallID: "call_5", Arguments: json.RawMessage(`{"command":"git push origin main"}`)}, Rule: "tool execute command=git push*", Expires: "2026-12-01T10:05:00Z"}), 16)},
+	{"approval_request_credential", withSeq(wire.MustNew(wire.TypeApprovalRequest, "t_4f9c2a1b3c5d", "", wire.ApprovalRequest{ApprovalID: "ap_0b7c4e2d9a1f", ApprovalAction: wire.ApprovalAction{Kind: wire.ApprovalCredential, Method: "POST", Host: "git.example.com", Port: 443, URL: "https://git.example.com/org/repo.git/git-receive-pack", Credential: "git"}, Rule: "credential git", Expires: "2026-12-01T10:06:00Z"}), 18)},
+	{"approval_decision", withSeq(wire.MustNew(wire.TypeApprovalDecision, "t_4f9c2a1b3c5d", "", wire.ApprovalDecision{ApprovalID: "ap_9d1e3a7b5c2f", ApprovalAction: wire.ApprovalAction{Kind: wire.ApprovalTool, Tool: "execute", CallID: "call_5", Arguments: json.RawMessage(`{"command":"git push origin main"}`)}, Verdict: wire.VerdictApproved, By: "c3", At: "2026-12-01T10:04:12Z", Rule: "tool execute command=git push*"}), 17)},
+	{"approval_decision_timeout", withSeq(wire.MustNew(wire.TypeApprovalDecision, "t_4f9c2a1b3c5d", "", wire.ApprovalDecision{ApprovalID: "ap_0b7c4e2d9a1f", ApprovalAction: wire.ApprovalAction{Kind: wire.ApprovalEgress, Method: "CONNECT", Host: "pypi.org", Port: 443}, Verdict: wire.VerdictDenied, By: wire.ByTimeout, At: "2026-12-01T10:07:00Z", Reason: "no answer within 1m0s"}), 19)},
 }
 
 // indent renders env as wire.Marshal does, indented for reading.
@@ -120,7 +130,6 @@ func TestGolden(t *testing.T) {
 		}
 	}
 }
-
 
 func TestDecodePayload(t *testing.T) {
 	env := wire.MustNew(wire.TypeToolResult, "t", "m", wire.ToolResult{CallID: "c", ExitCode: intp(3)})

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -57,17 +58,31 @@ type Options struct {
 	Out, Err io.Writer
 	// Progress, when set (a terminal), shows transfer progress bars.
 	Progress io.Writer
-	// Color styles Out for a terminal.
+	// Color styles Out for a terminal: markdown answers, a status line.
 	Color bool
+	// Editor, when In and Out are terminals (*os.File), reads the
+	// interactive chat's lines with a line editor (arrows, history) and
+	// folds live tool output; Out and Err then go through it. A second
+	// Ctrl-C at the prompt (or Ctrl-D) leaves.
+	Editor bool
+	// HistoryFile keeps the line editor's history across runs; empty
+	// keeps it in memory.
+	HistoryFile string
 	// Interrupts delivers Ctrl-C: during a turn it sends interrupt (a
 	// second one gives up waiting for the turn to end); while connecting or
 	// at the prompt it ends Run. May be nil.
 	Interrupts <-chan os.Signal
+	// Shell, when set, runs /shell ARGS on thread (client/term) and
+	// returns when the user leaves the terminal. May be nil.
+	Shell func(ctx context.Context, thread string, args []string) int
 	// DialTimeout bounds connecting; 0 means 2 minutes.
 	DialTimeout time.Duration
 	// ReconnectTimeout bounds re-establishing a dropped connection; 0
 	// means 2 minutes.
 	ReconnectTimeout time.Duration
+	// Approvals says how approval requests are answered: ApprovalsAsk
+	// (default), ApprovalsAutoApprove or ApprovalsAutoDeny (approval.go).
+	Approvals string
 }
 
 // Run connects and runs the one-shot turn or the interactive chat, and
@@ -87,7 +102,11 @@ func Run(ctx context.Context, o Options) int {
 	if conn == nil {
 		return code
 	}
-	s := &session{o: o, conn: conn, r: render.New(o.Out, render.Options{Color: o.Color})}
+	s := &session{o: o, conn: conn, sandbox: wire.SandboxRunning}
+	if ed := s.startEditor(); ed != nil {
+		defer ed.Close()
+	}
+	s.r = render.New(s.o.Out, render.Options{Color: s.o.Color, Fold: s.ed != nil, Width: s.width})
 	defer func() { s.current().Close() }()
 	if o.Seed != "" {
 		s.transferCommand(ctx, "/upload", []string{o.Seed})
@@ -139,14 +158,21 @@ func dial(ctx context.Context, o Options, cfg chat.Config) (*chat.Conn, int) {
 // session is one run: its current connection (replaced on reconnect and
 // by /new and /attach), renderer and transcript.
 type session struct {
-	o Options
-	r *render.Renderer
+	o  Options
+	r  *render.Renderer
+	ed *editor // the line editor, nil for plain input
+
+	approvalIn *bufio.Reader // verdict lines from In (approval.go)
 
 	mu   sync.Mutex
 	conn *chat.Conn
 
 	transcript []wire.Envelope // every event seen, for /export
 	usage      int             // total tokens of the turns seen
+	requests   int             // model calls (from the bridge's usage events)
+	budget     int             // the thread's token budget (0: none)
+	bridgeUse  bool            // usage comes from the bridge's usage events
+	sandbox    string          // sandbox state for the status line
 }
 
 func (s *session) current() *chat.Conn {
@@ -170,23 +196,20 @@ func (s *session) show(env wire.Envelope, own bool) {
 	if env.Seq != 0 {
 		s.transcript = append(s.transcript, env)
 	}
-	if env.Type == wire.TypeTurnDone {
-		var d wire.TurnDone
-		if env.Decode(&d) == nil && d.Usage != nil {
-			s.usage += d.Usage.TotalTokens
-		}
-	}
+	s.track(env)
 	if s.o.JSON {
 		data, err := wire.Marshal(env)
 		if err == nil {
 			fmt.Fprintf(s.o.Out, "%s\n", data)
 		}
+		s.approval(env) // approval.go: reads a verdict line
 		return
 	}
 	if own && env.Type == wire.TypeUserEcho {
 		return // the user just typed it
 	}
 	s.r.Render(env)
+	s.approval(env) // approval.go: prompt for approval_request
 }
 
 // reconnect replaces a dropped connection with a new one on the same
@@ -266,16 +289,6 @@ func (s *session) turn(ctx context.Context, text string) (code int, fatal bool) 
 		fmt.Fprintf(s.o.Err, "boxwire: connection lost: %v\n", err)
 		return ExitUsage, true
 	}
-}
-
-// status prints the status line (thread, server, tokens) after a turn on
-// a terminal.
-func (s *session) status() {
-	if s.o.JSON || !s.o.Color {
-		return
-	}
-	c := s.current()
-	s.r.Printf("─ %s · %s · %d tokens", c.Thread(), c.Server().Software, s.usage)
 }
 
 // watchInterrupts sends interrupt on the first Ctrl-C of a turn and calls

@@ -48,3 +48,13 @@ func LoadConfig(path string, required bool) (FileConfig, error) {
 	}
 	return fc, nil
 }
+
+// DefaultHistoryPath is where the line editor keeps its history, beside
+// the default config file; empty when the user's config folder is unknown.
+func DefaultHistoryPath() string {
+	dir, err := os.UserConfigDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(dir, "boxwire", "history")
+}

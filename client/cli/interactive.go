@@ -27,8 +27,11 @@ const help = `commands:
   /export [FILE]       write this session's events as JSON lines (default: stdout)
   /upload LOCAL [DIR]  copy a local file or folder into the workspace folder DIR
   /download PATH [DIR] copy a workspace file or folder into the local folder DIR
+  /expand [N]          show the whole output of tool call N (default: the last)
+  /status              show the thread, its sandbox and the tokens used
+  /shell [SID]         open a terminal in the sandbox, or attach to session SID (Ctrl-] q comes back)
   /help                this text
-Ctrl-C interrupts a turn; at the prompt Ctrl-C or Ctrl-D leaves.`
+Ctrl-C interrupts a turn; at the prompt Ctrl-C twice or Ctrl-D leaves.`
 
 // interactive prints the thread, then reads lines and plays each as a turn
 // or a command, rendering events that arrive between turns (history
@@ -36,23 +39,19 @@ Ctrl-C interrupts a turn; at the prompt Ctrl-C or Ctrl-D leaves.`
 func (s *session) interactive(ctx context.Context) int {
 	if !s.o.JSON {
 		fmt.Fprintf(s.o.Out, "thread %s\n", s.current().Thread())
+		s.status()
 	}
-	lines := make(chan string)
-	quit := make(chan struct{})
-	defer close(quit)
-	// This goroutine ends when In reaches EOF or fails, or at the next line
-	// after Run returns; Run does not wait for it, because a read from a
-	// terminal cannot be cancelled.
-	go readLines(s.o.In, lines, quit)
-
-	showPrompt := true
+	lines, stop := s.startInput()
+	defer stop()
+	asked := false // a prompt is up, waiting for a line
+	armed := false // Ctrl-C at the prompt: the next one leaves
 	for {
-		if showPrompt && !s.o.JSON {
-			if err := s.r.Prompt(prompt); err != nil {
+		if !asked && !s.o.JSON {
+			if err := s.ask(); err != nil {
 				fmt.Fprintf(s.o.Err, "boxwire: write output: %v\n", err)
 				return ExitUsage
 			}
-			showPrompt = false
+			asked = true
 		}
 		select {
 		case line, ok := <-lines:
@@ -60,19 +59,11 @@ func (s *session) interactive(ctx context.Context) int {
 				s.r.EndLine()
 				return ExitOK
 			}
-			showPrompt = true
+			asked, armed = false, false
 			s.r.LineEntered()
-			line = strings.TrimSpace(line)
-			switch {
-			case line == "":
-			case strings.HasPrefix(line, "/"):
-				if code, quit := s.command(ctx, line); quit {
-					return code
-				}
-			default:
-				if code, fatal := s.turn(ctx, line); fatal {
-					return code
-				}
+			s.r.SetFold(s.ed != nil)
+			if code, quit := s.play(ctx, strings.TrimSpace(line)); quit {
+				return code
 			}
 		case env, ok := <-s.current().Events():
 			if !ok {
@@ -84,14 +75,57 @@ func (s *session) interactive(ctx context.Context) int {
 				return ExitUsage
 			}
 			s.show(env, false)
-			showPrompt = env.Type == wire.TypeTurnDone || env.Type == wire.TypeError || !wire.Known(env.Type)
+			if s.ed == nil && (env.Type == wire.TypeTurnDone || env.Type == wire.TypeError || !wire.Known(env.Type)) {
+				asked = false // the plain prompt scrolled away: show it again
+			}
 		case <-s.o.Interrupts:
-			s.r.EndLine()
-			return ExitInterrupted
+			if s.ed == nil || armed {
+				s.r.EndLine()
+				return ExitInterrupted
+			}
+			armed = true
+			s.ed.ClearLine()
+			s.r.Printf("(Ctrl-C again or Ctrl-D to leave)")
 		case <-ctx.Done():
 			s.r.EndLine()
 			return ExitInterrupted
 		}
+	}
+}
+
+// startInput starts reading lines: from the editor, or plain lines of In.
+// stop ends the plain reader at its next line: Run does not wait for it,
+// because a read from a pipe or file cannot be cancelled.
+func (s *session) startInput() (<-chan string, func()) {
+	if s.ed != nil {
+		return s.ed.Lines(), func() {}
+	}
+	lines := make(chan string)
+	quit := make(chan struct{})
+	go readLines(s.o.In, lines, quit)
+	return lines, func() { close(quit) }
+}
+
+// ask shows the prompt: the editor's, or the renderer's for plain input.
+func (s *session) ask() error {
+	if s.ed == nil {
+		return s.r.Prompt(prompt)
+	}
+	err := s.r.EndLine()
+	s.r.SetFold(false) // others' output may arrive above the prompt
+	s.ed.Ask()
+	return err
+}
+
+// play runs one entered line: a command or a turn.
+func (s *session) play(ctx context.Context, line string) (code int, quit bool) {
+	switch {
+	case line == "":
+		return 0, false
+	case strings.HasPrefix(line, "/"):
+		return s.command(ctx, line)
+	default:
+		return s.turn(ctx, line)
 	}
 }
 
@@ -119,7 +153,8 @@ func (s *session) command(ctx context.Context, line string) (code int, quit bool
 			return code, false // dial printed why; stay on the old thread
 		}
 		s.setConn(c)
-		s.transcript, s.usage = nil, 0
+		s.transcript, s.usage, s.requests, s.budget, s.bridgeUse = nil, 0, 0, 0, false
+		s.sandbox = wire.SandboxRunning
 		s.r.Printf("thread %s", c.Thread())
 	case "/delete":
 		if len(args) != 1 {
@@ -133,28 +168,35 @@ func (s *session) command(ctx context.Context, line string) (code int, quit bool
 		}
 	case "/threads":
 		s.listThreads(ctx)
+	case "/shell":
+		if s.o.Shell == nil || s.o.JSON {
+			s.r.Printf("/shell needs an interactive terminal")
+			return 0, false
+		}
+		s.r.EndLine()
+		if s.ed != nil {
+			_ = s.ed.Suspend()
+			defer s.ed.Resume()
+		}
+		s.o.Shell(ctx, s.current().Thread(), args)
 	case "/export":
-		s.export(args)
+		s.export(ctx, args)
 	case "/upload", "/download":
 		s.transferCommand(ctx, cmd, args)
+	case "/expand":
+		s.expand(ctx, args)
+	case "/status":
+		s.r.Printf("%s", s.statusLine())
 	default:
 		s.r.Printf("unknown command %s (try /help)", cmd)
 	}
 	return 0, false
 }
 
-// listThreads prints the bridge's GET /v1/threads answer.
-func (s *session) listThreads(ctx context.Context) {
-	body, err := chat.ListThreads(ctx, s.o.Chat)
-	if err != nil {
-		fmt.Fprintf(s.o.Err, "boxwire: %v\n", err)
-		return
-	}
-	s.r.Printf("%s", strings.TrimSpace(string(body)))
-}
-
-// export writes the transcript as JSON lines to args[0] or Out.
-func (s *session) export(args []string) {
+// export writes the thread's events as JSON lines to args[0] or Out: the
+// bridge's whole stored log when it has the export endpoint, else the
+// events this session saw.
+func (s *session) export(ctx context.Context, args []string) {
 	var w io.Writer = s.o.Out
 	if len(args) > 0 {
 		f, err := os.Create(args[0])
@@ -166,6 +208,19 @@ func (s *session) export(args []string) {
 		w = f
 	}
 	s.r.EndLine()
+	if c := s.current(); c.Server().Role != wire.RoleAgent {
+		n, err := chat.ExportEvents(ctx, s.o.Chat, c.Thread(), 0, w)
+		if err == nil {
+			if len(args) > 0 {
+				s.r.Printf("exported the thread's log (%d bytes) to %s", n, args[0])
+			}
+			return
+		}
+		if n > 0 {
+			fmt.Fprintf(s.o.Err, "boxwire: %v\n", err)
+			return
+		}
+	}
 	for _, env := range s.transcript {
 		data, err := wire.Marshal(env)
 		if err == nil {
@@ -173,7 +228,7 @@ func (s *session) export(args []string) {
 		}
 	}
 	if len(args) > 0 {
-		s.r.Printf("exported %d events to %s", len(s.transcript), args[0])
+		s.r.Printf("exported %d events seen by this session to %s", len(s.transcript), args[0])
 	}
 }
 

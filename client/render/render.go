@@ -31,8 +31,18 @@ var summaryKeys = []string{"command", "path", "file_path", "pattern", "query", "
 
 // Options configure a Renderer.
 type Options struct {
-	// Color adds ANSI styles; set it when the writer is a terminal.
+	// Color adds ANSI styles and renders assistant text as markdown
+	// (headings, bold, code spans, fenced code); set it when the writer
+	// is a terminal.
 	Color bool
+	// Fold (with Color) keeps a running tool call's live output to its
+	// last few lines, redrawn in place with cursor movements, and
+	// collapses it when the call ends; the whole output stays available
+	// through Call. Set it only when nothing else writes between the
+	// Renderer's writes (SetFold turns it off while a prompt is shown).
+	Fold bool
+	// Width reports the terminal's columns (for Fold); nil means 80.
+	Width func() int
 }
 
 // Renderer writes events to an io.Writer as they arrive. It keeps the
@@ -50,11 +60,28 @@ type Renderer struct {
 	outStart  bool            // the next output byte starts an indented line
 	pendingCR bool            // a tool output chunk ended in \r
 	outCalls  map[string]bool // call ids that streamed output
+
+	md    markdown      // assistant text styling (Color)
+	fold  bool          // fold live tool output (Options.Fold)
+	width func() int    // terminal columns
+	calls []*CallRecord // the latest calls, for /expand
+	callN int           // calls seen
+	win   *window       // the folded output of the running call
 }
 
 // New returns a Renderer writing to w.
 func New(w io.Writer, opts Options) *Renderer {
-	return &Renderer{w: w, color: opts.Color, outCalls: map[string]bool{}}
+	return &Renderer{w: w, color: opts.Color, outCalls: map[string]bool{},
+		fold: opts.Fold && opts.Color, width: opts.Width}
+}
+
+// SetFold turns folding of live tool output on or off (it needs Color).
+// Turn it off while a prompt is on the screen: other output then moves
+// the cursor and a fold could not be redrawn in place.
+func (r *Renderer) SetFold(on bool) {
+	r.freezeWindow()
+	r.win = nil
+	r.fold = on && r.color
 }
 
 // Prompt writes a prompt (bold with Color) on a fresh line and leaves the
@@ -70,6 +97,10 @@ func (r *Renderer) Prompt(p string) error {
 // prompt, and reports the first write error so far.
 func (r *Renderer) EndLine() error {
 	r.finishOutput()
+	r.freezeWindow()
+	if r.md.pending() {
+		r.text(r.md.flush())
+	}
 	r.newline()
 	return r.err
 }
@@ -98,33 +129,40 @@ func (r *Renderer) Render(env wire.Envelope) error {
 	case wire.TypeAssistantDelta:
 		var t wire.Text
 		if r.decode(env, &t) {
-			if r.inOutput {
+			if r.inOutput || r.win != nil {
 				r.EndLine()
+				r.win = nil
 			}
-			r.write(t.Text)
+			r.assistantText(t.Text)
 			r.streamed = true
-			r.midLine = t.Text != "" && !strings.HasSuffix(t.Text, "\n") || r.midLine && t.Text == ""
 		}
 	case wire.TypeAssistantMessage:
 		var t wire.Text
 		if r.decode(env, &t) {
-			if r.inOutput {
+			if r.inOutput || r.win != nil {
 				r.EndLine()
+				r.win = nil
 			}
 			if !r.streamed {
 				r.newline()
-				r.write(t.Text)
-				r.midLine = t.Text != "" && !strings.HasSuffix(t.Text, "\n")
+				r.assistantText(t.Text)
 			}
 			r.streamed = false
-			r.newline()
+			r.EndLine()
+			r.md = markdown{}
 		}
 	case wire.TypeToolCall:
 		r.toolCall(env)
 	case wire.TypeToolOutput:
 		var o wire.ToolOutput
 		if r.decode(env, &o) {
-			r.toolOutput(o)
+			r.keep(o.CallID, o.Output)
+			r.outCalls[o.CallID] = true
+			if r.fold {
+				r.foldOutput(o)
+			} else {
+				r.toolOutput(o)
+			}
 		}
 	case wire.TypeToolResult:
 		r.toolResult(env)
@@ -137,6 +175,8 @@ func (r *Renderer) Render(env wire.Envelope) error {
 			r.styled(styleRed, "✗ error: "+e.Error())
 			r.write("\n")
 		}
+	case wire.TypeSandboxExited, wire.TypeSandboxReplaced, wire.TypeUsage, wire.TypeEgress:
+		r.lifecycle(env)
 	default:
 		r.EndLine()
 		r.styled(styleDim, "· "+string(env.Type))
@@ -161,9 +201,11 @@ func (r *Renderer) toolCall(env wire.Envelope) {
 		return
 	}
 	r.EndLine()
+	sum := summarize(c.Arguments)
+	r.record(c, sum)
 	r.write("⏺ ")
 	r.styled(styleBold, c.Name)
-	r.write("(" + summarize(c.Arguments) + ")\n")
+	r.write("(" + sum + ")\n")
 }
 
 func (r *Renderer) toolResult(env wire.Envelope) {
@@ -171,9 +213,19 @@ func (r *Renderer) toolResult(env wire.Envelope) {
 	if !r.decode(env, &res) {
 		return
 	}
-	r.EndLine()
+	rec := r.recordOf(res.CallID)
+	if rec == nil {
+		rec = &CallRecord{ID: res.CallID, Name: res.Name}
+	}
+	rec.Result = &res
 	if !r.outCalls[res.CallID] {
-		r.preview(res.Output)
+		rec.Output = res.Output
+	}
+	if !r.foldResult(rec) {
+		r.EndLine()
+	}
+	if !r.outCalls[res.CallID] {
+		r.preview(res.Output, rec.N)
 	}
 	delete(r.outCalls, res.CallID)
 	line, style := "ok", styleDim
@@ -195,7 +247,7 @@ func (r *Renderer) toolResult(env wire.Envelope) {
 }
 
 // preview shows the first lines of a result whose output did not stream.
-func (r *Renderer) preview(out string) {
+func (r *Renderer) preview(out string, n int) {
 	out = strings.TrimRight(strings.ReplaceAll(out, "\r\n", "\n"), "\n")
 	if out == "" {
 		return
@@ -203,7 +255,11 @@ func (r *Renderer) preview(out string) {
 	lines := strings.Split(out, "\n")
 	for i, l := range lines {
 		if i == maxPreview {
-			r.styled(styleDim, fmt.Sprintf("%s… +%d lines", outputIndent, len(lines)-maxPreview))
+			hint := ""
+			if r.color && n > 0 {
+				hint = fmt.Sprintf(" · /expand %d", n)
+			}
+			r.styled(styleDim, fmt.Sprintf("%s… +%d lines%s", outputIndent, len(lines)-maxPreview, hint))
 			r.write("\n")
 			return
 		}

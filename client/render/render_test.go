@@ -63,12 +63,12 @@ func script() []wire.Envelope {
 
 func TestGolden(t *testing.T) {
 	for _, tt := range []struct {
-		name  string
-		color bool
-	}{{"plain", false}, {"color", true}} {
+		name        string
+		color, fold bool
+	}{{"plain", false, false}, {"color", true, false}, {"fold", true, true}} {
 		t.Run(tt.name, func(t *testing.T) {
 			var buf bytes.Buffer
-			r := render.New(&buf, render.Options{Color: tt.color})
+			r := render.New(&buf, render.Options{Color: tt.color, Fold: tt.fold, Width: func() int { return 40 }})
 			for _, env := range script() {
 				if err := r.Render(env); err != nil {
 					t.Fatalf("render %s: %v", env.Type, err)

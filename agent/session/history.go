@@ -1,0 +1,41 @@
+package session
+
+import (
+	"github.com/boxwire/boxwire/agent/loop"
+	"github.com/boxwire/boxwire/bridge/wire"
+)
+
+// maxHistoryEvents bounds the events one thread may collect from history
+// frames before the last one arrives.
+const maxHistoryEvents = 1 << 20
+
+// applyHistory takes one history frame from the bridge. Frames collect
+// until one says no more follow; then the conversation is rebuilt from
+// them (loop.FromEvents) and set, unless the thread already has one (an
+// agent the bridge greets again after its own restart keeps its memory).
+// There is no reply; a bad frame is answered bad_message.
+func (t *thread) applyHistory(c *conn, env wire.Envelope) {
+	var h wire.History
+	if err := env.Decode(&h); err != nil {
+		c.reply(wire.ErrorEnvelope(t.name, env.ID, wire.CodeBadMessage, "%s", err.Error()))
+		return
+	}
+	t.mu.Lock()
+	if len(t.history)+len(h.Events) > maxHistoryEvents {
+		t.history = nil
+		t.mu.Unlock()
+		c.reply(wire.ErrorEnvelope(t.name, env.ID, wire.CodeTooLarge, "history over %d events", maxHistoryEvents))
+		return
+	}
+	t.history = append(t.history, h.Events...)
+	if h.More {
+		t.mu.Unlock()
+		return
+	}
+	events := t.history
+	t.history = nil
+	t.mu.Unlock()
+	msgs := loop.FromEvents(events)
+	applied := t.conv.ReplaceIfEmpty(msgs)
+	t.log.Info("history received", "events", len(events), "messages", len(msgs), "applied", applied)
+}

@@ -1,0 +1,141 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/boxwire/boxwire/bridge/wire"
+)
+
+// maxHistoryFrame bounds one history frame, under wire.MaxMessageBytes
+// with room for the envelope.
+const maxHistoryFrame = wire.MaxMessageBytes - 64<<10
+
+// historyTypes are the logged events a new agent rebuilds its conversation
+// from (agent/loop.FromEvents).
+var historyTypes = map[wire.Type]bool{
+	wire.TypeUserEcho: true, wire.TypeAssistantMessage: true, wire.TypeToolCall: true,
+	wire.TypeToolResult: true, wire.TypeTurnDone: true,
+}
+
+// replace starts a new sandbox for a thread whose agent went away: the
+// same workspace volume, socket folder and proxies, a new container, the
+// conversation handed over as history; then it publishes sandbox_replaced
+// and starts the new agent goroutines. It runs on the old link's
+// readAgent, after that link's writer returned. Only thread-scope
+// sandboxes are replaced; shutdown stops a replacement under way.
+func (t *thread) replace(why wire.SandboxExited) error {
+	s, b := t.srv, t.box
+	if b == nil || b.scope != wire.ScopeThread {
+		return errors.New("only thread-scope sandboxes are replaced")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), agentReadyTimeout+2*cleanupTimeout)
+	defer cancel()
+	stop := context.AfterFunc(s.ctx, cancel)
+	defer stop()
+	go func() { // ends with ctx, which this function cancels on return
+		select {
+		case <-t.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if err := t.mgr.Remove(ctx, t.sandboxID()); err != nil {
+		return fmt.Errorf("remove the stopped sandbox: %w", err)
+	}
+	sb, err := t.mgr.Create(ctx, s.spec(b))
+	if err != nil {
+		return fmt.Errorf("create sandbox: %w", err)
+	}
+	s.mu.Lock()
+	b.res.sandboxID = sb.ID
+	s.mu.Unlock()
+	conn, err := s.waitAgent(ctx, t.id, b.res)
+	if err != nil {
+		return err
+	}
+	n, err := t.sendHistory(conn)
+	if err != nil {
+		conn.Close()
+		return err
+	}
+	l := newLink(conn)
+	t.mu.Lock()
+	if t.closing {
+		t.mu.Unlock()
+		conn.Close()
+		return errors.New("thread closed")
+	}
+	t.agent = conn // no writeAgent runs now
+	t.link = l
+	t.mu.Unlock()
+	t.log.Info("sandbox replaced", "sandbox", sb.ID, "reason", why.Reason, "history_events", n)
+	t.publish(wire.MustNew(wire.TypeSandboxReplaced, t.id, "", wire.SandboxReplaced{
+		Reason: why.Reason, SandboxID: sb.ID, Restored: n,
+		Message: fmt.Sprintf("sandbox replaced (%s); workspace and conversation kept", why.Message),
+	}))
+	t.startLink(l)
+	return nil
+}
+
+// sandboxID is the thread's current sandbox.
+func (t *thread) sandboxID() string {
+	t.srv.mu.Lock()
+	defer t.srv.mu.Unlock()
+	return t.res.sandboxID
+}
+
+// sendHistory writes the thread's conversation events to a newly greeted
+// agent, in frames under maxHistoryFrame, before anything else is sent to
+// it. It returns how many events it sent.
+func (t *thread) sendHistory(conn *websocket.Conn) (int, error) {
+	t.store.Flush()
+	var all []wire.Envelope
+	for after := uint64(0); ; {
+		evs, err := t.store.Events(t.id, after, 4096)
+		if err != nil {
+			return 0, err
+		}
+		if len(evs) == 0 {
+			break
+		}
+		after = evs[len(evs)-1].Seq
+		for _, e := range evs {
+			if historyTypes[e.Type] {
+				all = append(all, e)
+			}
+		}
+	}
+	if len(all) == 0 {
+		return 0, nil
+	}
+	var chunk []wire.Envelope
+	size, sent := 0, 0
+	flush := func(more bool) error {
+		env := wire.MustNew(wire.TypeHistory, t.id, "", wire.History{Events: chunk, More: more})
+		sent += len(chunk)
+		chunk, size = nil, 0
+		return writeEnvelope(conn, env)
+	}
+	for _, e := range all {
+		n := len(e.Data) + len(e.ID) + 64
+		if n > maxHistoryFrame {
+			t.log.Warn("history event too large to hand over; skipped", "seq", e.Seq, "type", e.Type, "bytes", n)
+			continue
+		}
+		if size+n > maxHistoryFrame {
+			if err := flush(true); err != nil {
+				return sent, fmt.Errorf("send history: %w", err)
+			}
+		}
+		chunk = append(chunk, e)
+		size += n
+	}
+	if err := flush(false); err != nil {
+		return sent, fmt.Errorf("send history: %w", err)
+	}
+	return sent, nil
+}

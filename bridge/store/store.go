@@ -1,0 +1,212 @@
+package store
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/boxwire/boxwire/bridge/wire"
+)
+
+// Bucket names: threads holds one JSON Thread per id; events holds one
+// bucket per thread whose keys are big-endian seqs and values JSON
+// envelopes.
+var (
+	bucketThreads = []byte("threads")
+	bucketEvents  = []byte("events")
+)
+
+// openTimeout bounds waiting for the file lock another bridge holds.
+const openTimeout = 2 * time.Second
+
+// ErrLocked means another process has the store open.
+var ErrLocked = errors.New("store is in use by another process")
+
+// Thread is what the store keeps about a thread.
+type Thread struct {
+	ID        string     `json:"id"`
+	Box       string     `json:"box"`
+	Scope     wire.Scope `json:"scope"`
+	Assistant string     `json:"assistant,omitempty"`
+	Image     string     `json:"image,omitempty"`
+	Runtime   string     `json:"runtime,omitempty"`
+	Created   time.Time  `json:"created"`
+}
+
+// Options configure a Store. Zero values mean defaults.
+type Options struct {
+	// Retention bounds what the store keeps; see Prune.
+	Retention Retention
+	// Logger receives diagnostics; nil discards them.
+	Logger *slog.Logger
+	// QueueEvents bounds the events waiting for the writer; Append blocks
+	// while it is full. Default DefaultQueueEvents.
+	QueueEvents int
+}
+
+// DefaultQueueEvents is the default bound of the writer's queue.
+const DefaultQueueEvents = 65536
+
+// Store is the bbolt-backed store. See the package doc.
+type Store struct {
+	db   *bolt.DB
+	opt  Options
+	log  *slog.Logger
+	w    writer
+	once sync.Once
+}
+
+// Open opens (creating if needed) the store file at path and starts its
+// writer goroutine. It fails with ErrLocked when another process holds the
+// file. Close stops the writer and closes the file.
+func Open(path string, opt Options) (*Store, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: openTimeout})
+	if errors.Is(err, berrors.ErrTimeout) {
+		return nil, fmt.Errorf("open %s: %w", path, ErrLocked)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bucketThreads, bucketEvents, bucketActivity} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("init %s: %w", path, err)
+	}
+	if opt.QueueEvents <= 0 {
+		opt.QueueEvents = DefaultQueueEvents
+	}
+	s := &Store{db: db, opt: opt, log: opt.Logger}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.w.start(s)
+	return s, nil
+}
+
+// Close waits for queued appends to be written, stops the writer and
+// closes the file. It is idempotent.
+func (s *Store) Close() error {
+	var err error
+	s.once.Do(func() {
+		s.w.stop()
+		err = s.db.Close()
+	})
+	return err
+}
+
+// PutThread creates or replaces a thread record.
+func (s *Store) PutThread(t Thread) error {
+	data, err := json.Marshal(t)
+	if err != nil {
+		return fmt.Errorf("encode thread %s: %w", t.ID, err)
+	}
+	return s.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketThreads).Put([]byte(t.ID), data)
+	})
+}
+
+// Thread returns the record of id; ok is false when there is none.
+func (s *Store) Thread(id string) (t Thread, ok bool, err error) {
+	err = s.db.View(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketThreads).Get([]byte(id))
+		if v == nil {
+			return nil
+		}
+		ok = true
+		return json.Unmarshal(v, &t)
+	})
+	return t, ok, err
+}
+
+// Threads returns every thread record, oldest first.
+func (s *Store) Threads() ([]Thread, error) {
+	var out []Thread
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketThreads).ForEach(func(_, v []byte) error {
+			var t Thread
+			if err := json.Unmarshal(v, &t); err != nil {
+				return err
+			}
+			out = append(out, t)
+			return nil
+		})
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].Created.Before(out[j].Created) })
+	return out, err
+}
+
+// Flush blocks until every event appended before it is committed.
+func (s *Store) Flush() { s.w.flush() }
+
+// DeleteThread removes a thread record and all its events. Queued appends
+// of the thread are written first. A missing thread is not an error.
+func (s *Store) DeleteThread(id string) error {
+	s.w.flush()
+	return s.db.Update(func(tx *bolt.Tx) error { return deleteThreadTx(tx, id) })
+}
+
+// LastSeq returns the seq of the thread's newest stored event, 0 if none.
+func (s *Store) LastSeq(id string) (uint64, error) {
+	var last uint64
+	err := s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketEvents).Bucket([]byte(id))
+		if b == nil {
+			return nil
+		}
+		if k, _ := b.Cursor().Last(); k != nil {
+			last = binary.BigEndian.Uint64(k)
+		}
+		return nil
+	})
+	return last, err
+}
+
+// Events returns up to limit of the thread's stored events with seq >
+// after, oldest first (limit <= 0: all). Events removed by retention are
+// simply absent.
+func (s *Store) Events(id string, after uint64, limit int) ([]wire.Envelope, error) {
+	var out []wire.Envelope
+	err := s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketEvents).Bucket([]byte(id))
+		if b == nil {
+			return nil
+		}
+		c := b.Cursor()
+		for k, v := c.Seek(seqKey(after + 1)); k != nil; k, v = c.Next() {
+			var env wire.Envelope
+			if err := json.Unmarshal(v, &env); err != nil {
+				return fmt.Errorf("event %d: %w", binary.BigEndian.Uint64(k), err)
+			}
+			out = append(out, env)
+			if limit > 0 && len(out) >= limit {
+				return nil
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read events of %s: %w", id, err)
+	}
+	return out, nil
+}
+
+func seqKey(seq uint64) []byte {
+	k := make([]byte, 8)
+	binary.BigEndian.PutUint64(k, seq)
+	return k
+}

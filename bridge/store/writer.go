@@ -1,0 +1,148 @@
+package store
+
+import (
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/boxwire/boxwire/bridge/wire"
+)
+
+// item is one queued append.
+type item struct {
+	thread string
+	env    wire.Envelope
+	done   func(error) // nil for flush markers and callers that do not care
+	flush  chan struct{}
+}
+
+// writer is the store's group-commit goroutine: it takes everything queued,
+// writes it in one transaction, then calls the callbacks in queue order.
+type writer struct {
+	s       *Store
+	mu      sync.Mutex
+	cond    *sync.Cond // signalled when the queue changes
+	queue   []item
+	closed  bool
+	stopped chan struct{} // closed when the goroutine returns
+}
+
+func (w *writer) start(s *Store) {
+	w.s = s
+	w.cond = sync.NewCond(&w.mu)
+	w.stopped = make(chan struct{})
+	go w.run()
+}
+
+// Append queues env (which must carry its seq) for the thread and returns
+// at once, unless the queue is full: then it blocks until the writer has
+// room. done, when not nil, is called from the writer goroutine after the
+// transaction holding env committed (err nil) or failed; callbacks run in
+// the order of the Append calls. After Close, done gets an error at once.
+func (s *Store) Append(thread string, env wire.Envelope, done func(error)) {
+	w := &s.w
+	w.mu.Lock()
+	for !w.closed && len(w.queue) >= s.opt.QueueEvents {
+		w.cond.Wait()
+	}
+	if w.closed {
+		w.mu.Unlock()
+		if done != nil {
+			done(fmt.Errorf("append to %s: store closed", thread))
+		}
+		return
+	}
+	w.queue = append(w.queue, item{thread: thread, env: env, done: done})
+	w.cond.Broadcast()
+	w.mu.Unlock()
+}
+
+// flush blocks until everything queued before it is written.
+func (w *writer) flush() {
+	ch := make(chan struct{})
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return
+	}
+	w.queue = append(w.queue, item{flush: ch})
+	w.cond.Broadcast()
+	w.mu.Unlock()
+	<-ch
+}
+
+// stop lets the writer write what is queued, then waits for it to return.
+func (w *writer) stop() {
+	w.mu.Lock()
+	w.closed = true
+	w.cond.Broadcast()
+	w.mu.Unlock()
+	<-w.stopped
+}
+
+func (w *writer) run() {
+	defer close(w.stopped)
+	for {
+		w.mu.Lock()
+		for len(w.queue) == 0 && !w.closed {
+			w.cond.Wait()
+		}
+		batch := w.queue
+		w.queue = nil
+		closed := w.closed
+		w.cond.Broadcast() // room for blocked Appends
+		w.mu.Unlock()
+		if len(batch) > 0 {
+			err := w.commit(batch)
+			if err != nil {
+				w.s.log.Error("store events", "events", len(batch), "err", err)
+			}
+			for _, it := range batch {
+				if it.flush != nil {
+					close(it.flush)
+				} else if it.done != nil {
+					it.done(err)
+				}
+			}
+		}
+		if closed {
+			w.mu.Lock()
+			rest := len(w.queue)
+			w.mu.Unlock()
+			if rest == 0 {
+				return
+			}
+		}
+	}
+}
+
+// commit writes batch in one transaction.
+func (w *writer) commit(batch []item) error {
+	now := time.Now()
+	return w.s.db.Update(func(tx *bolt.Tx) error {
+		events := tx.Bucket(bucketEvents)
+		for _, it := range batch {
+			if it.flush != nil {
+				continue
+			}
+			b, err := events.CreateBucketIfNotExists([]byte(it.thread))
+			if err != nil {
+				return fmt.Errorf("events bucket of %s: %w", it.thread, err)
+			}
+			data, err := json.Marshal(it.env)
+			if err != nil {
+				return fmt.Errorf("encode event %d of %s: %w", it.env.Seq, it.thread, err)
+			}
+			if err := b.Put(seqKey(it.env.Seq), data); err != nil {
+				return err
+			}
+			if err := touch(tx, it.thread, now); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}

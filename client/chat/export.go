@@ -1,0 +1,52 @@
+package chat
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+)
+
+// ExportEvents copies a thread's stored events with seq > after from the
+// bridge's GET /v1/threads/{id}/events (JSON lines, oldest first) to w and
+// returns the bytes copied. It blocks until the whole log is copied or ctx
+// ends. A bridge without the endpoint, or a thread it does not know,
+// answers with an *HTTPError (404).
+func ExportEvents(ctx context.Context, cfg Config, id string, after uint64, w io.Writer) (int64, error) {
+	ep, err := resolve(cfg)
+	if err != nil {
+		return 0, fmt.Errorf("export %s: %w", id, err)
+	}
+	u := ep.httpBase()
+	u.Path = "/v1/threads/" + id + "/events"
+	u.RawPath = "/v1/threads/" + url.PathEscape(id) + "/events"
+	u.RawQuery = url.Values{"after": {strconv.FormatUint(after, 10)}}.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return 0, fmt.Errorf("export %s: %w", id, err)
+	}
+	if cfg.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+cfg.Token)
+	}
+	client := http.DefaultClient
+	if ep.dial != nil {
+		tr := &http.Transport{DialContext: ep.dial, DisableKeepAlives: true}
+		defer tr.CloseIdleConnections()
+		client = &http.Client{Transport: tr}
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("export %s: %w", id, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return 0, fmt.Errorf("export %s: %w", id, newHTTPError(resp))
+	}
+	n, err := io.Copy(w, resp.Body)
+	if err != nil {
+		return n, fmt.Errorf("export %s: %w", id, err)
+	}
+	return n, nil
+}

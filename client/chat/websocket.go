@@ -1,0 +1,46 @@
+package chat
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"github.com/boxwire/boxwire/bridge/wire"
+	"github.com/gorilla/websocket"
+)
+
+// DialWebSocket connects to cfg.URL and exchanges hellos exactly like Dial,
+// but hands back the bare WebSocket for callers that speak more than JSON
+// on it (client/term: binary terminal frames). It blocks until the
+// server's hello or ctx's end; ctx bounds only the handshake. The caller
+// owns the socket (one reader, one writer) and must close it; the returned
+// hello has Thread filled in.
+func DialWebSocket(ctx context.Context, cfg Config) (*websocket.Conn, wire.Hello, error) {
+	ep, err := resolve(cfg)
+	if err != nil {
+		return nil, wire.Hello{}, fmt.Errorf("dial: %w", err)
+	}
+	d := websocket.Dialer{NetDialContext: ep.dial, HandshakeTimeout: handshakeTimeout}
+	if ep.dial == nil {
+		d.Proxy = http.ProxyFromEnvironment
+	}
+	header := http.Header{}
+	if cfg.Token != "" {
+		header.Set("Authorization", "Bearer "+cfg.Token)
+	}
+	ws, resp, err := d.DialContext(ctx, ep.ws.String(), header)
+	if err != nil {
+		if resp != nil {
+			defer resp.Body.Close()
+			return nil, wire.Hello{}, fmt.Errorf("dial %s: %w", ep.ws.Redacted(), newHTTPError(resp))
+		}
+		return nil, wire.Hello{}, fmt.Errorf("dial %s: %w", ep.ws.Redacted(), err)
+	}
+	ws.SetReadLimit(wire.MaxMessageBytes)
+	hello, err := handshake(ctx, ws, cfg)
+	if err != nil {
+		ws.Close()
+		return nil, wire.Hello{}, fmt.Errorf("dial %s: hello: %w", ep.ws.Redacted(), err)
+	}
+	return ws, hello, nil
+}
