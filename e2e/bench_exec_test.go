@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os/exec"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/creack/pty"
 	"github.com/moby/moby/client"
 
 	"github.com/boxwire/boxwire/bridge/wire"
@@ -213,4 +215,45 @@ find /workspace/tree -type f | wc -l`
 	r.add(figure{name: "grep_50k", value: medianMS(ours), unit: "ms", ratio: ratio,
 		target: "≤ 2× ripgrep", met: met(ratio <= 2),
 		note: fmt.Sprintf("grep tool %.0f ms vs `rg -l` via execute %.0f ms on 50k files, medians of %d", medianMS(ours), medianMS(theirs), rounds)})
+}
+
+// benchShellStream: `head -c 256M /dev/zero` in a terminal session,
+// container → agent → bridge → client, versus the same command read from a
+// local PTY in this process. Every byte must arrive.
+func benchShellStream(t *testing.T, e *env, r *report) {
+	const size = 256 << 20
+	cmd := fmt.Sprintf("head -c %d /dev/zero", size)
+	s := e.dial("")
+	remote := func() time.Duration {
+		n, took := streamTerminal(t, e, s, cmd)
+		if n != size {
+			t.Fatalf("terminal delivered %d bytes of %d", n, size)
+		}
+		return took
+	}
+	local := func() time.Duration {
+		n, took := localPTY(t, cmd)
+		if n != size {
+			t.Fatalf("local PTY read %d bytes of %d", n, size)
+		}
+		return took
+	}
+	theirs, ours := interleave(t, 3, local, remote)
+	mibps := func(d float64) float64 { return float64(size) / (1 << 20) / (d / 1000) }
+	ratio := mibps(medianMS(ours)) / mibps(medianMS(theirs))
+	r.add(figure{name: "shell_stream", value: mibps(medianMS(ours)), unit: "MiB/s", ratio: ratio,
+		target: "≥ 0.8× a local PTY, every byte", met: met(ratio >= 0.8),
+		note: fmt.Sprintf("256 MiB through container→bridge→client %.0f MiB/s vs a local PTY %.0f MiB/s, medians of 3, all bytes counted", mibps(medianMS(ours)), mibps(medianMS(theirs)))})
+}
+
+// localPTY runs cmd on a PTY of this process and reads it to the end.
+func localPTY(t *testing.T, cmd string) (int64, time.Duration) {
+	start := time.Now()
+	ptmx, err := pty.Start(exec.Command("sh", "-c", cmd))
+	if err != nil {
+		t.Fatalf("local pty: %v", err)
+	}
+	defer ptmx.Close()
+	n, _ := io.Copy(io.Discard, ptmx) // ends with EIO once the child side closes
+	return n, time.Since(start)
 }

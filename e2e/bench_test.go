@@ -35,6 +35,7 @@ func TestBenchmarks(t *testing.T) {
 		{"relay", benchRelay},
 		{"newthread", benchNewThread},
 		{"grep", benchGrep},
+		{"stream", benchShellStream},
 		{"memory", benchMemory},
 		{"concurrent", benchConcurrent},
 		{"rebuild", func(t *testing.T, _ *env, r *report) { benchRebuild(t, r) }},
