@@ -69,11 +69,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
 
 	llm := loop.OpenAIConfig{BaseURL: getenv("OPENAI_BASE_URL"), APIKey: getenv("OPENAI_API_KEY"), Model: *model}
+	tok := &llmToken{} // this sandbox's proxy token, not a model key (llmtoken.go)
 	if *llmSocket != "" {
-		llm.HTTPClient = loop.UnixSocketClient(*llmSocket)
-		if t := getenv("BOXWIRE_LLM_TOKEN"); t != "" {
-			llm.APIKey = t // this sandbox's proxy token, not a model key
-		}
+		tok.set(getenv("BOXWIRE_LLM_TOKEN")) // pooled sandboxes get theirs from the bridge's claim
+		llm.HTTPClient = tok.client(loop.UnixSocketClient(*llmSocket))
 	}
 	egressEnv, stopEgress, err := startEgress(ctx, getenv("BOXWIRE_EGRESS_SOCKET"), log)
 	if err != nil {
@@ -94,6 +93,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Software: software,
 		Logger:   log,
 		Posture:  &pos,
+		Claim:    tok.set,
 		Terminal: terminal.Config{IdleTimeout: *termIdle, Env: egressEnv}, // terminals get the egress proxy too
 		Files:    files.New(files.Config{Workspace: *workspace, MaxFileBytes: maxFileBytes(getenv), Logger: log}),
 	})

@@ -57,9 +57,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, log *sl
 		Token: o.token, Image: o.image, DataDir: o.dataDir, Manager: mgr, Model: o.model, BridgeID: o.id,
 		LLM:    llmproxy.Config{Upstream: envOr(getenv, "OPENAI_BASE_URL", "https://api.openai.com/v1"), APIKey: getenv("OPENAI_API_KEY")},
 		Logger: log, Software: "boxwire-bridge/" + version,
-		Images: o.images, Runtime: o.runtime, Runtimes: o.runtimes, MaxSandboxes: o.maxSandboxes,
+		Images: o.images, Runtime: o.runtime, Runtimes: o.runtimes, MaxSandboxes: o.maxSandboxes, Pool: o.pool, PoolIdle: o.poolIdle,
 		IdleTTL: o.idleTTL, MaxLifetime: o.maxLifetime, ReapInterval: o.reapInterval,
 		MaxUploadBytes: o.maxUpload,
+		Retention:      o.retention, MaxStoredOutput: o.logOutputCap,
 	}
 	if err := applySecurity(&cfg, getenv); err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/boxwire/boxwire/bridge/sandbox"
+	"github.com/boxwire/boxwire/bridge/store"
 )
 
 // options are the bridge's settings from flags and the environment (flags
@@ -20,11 +21,15 @@ type options struct {
 	images, runtimes                         []string
 	runtime, seccomp                         string
 	maxSandboxes                             int
-	maxUpload                                int64 // bytes of one file upload request (0: server default)
+	pool                                     int           // warm pool size per image (docs/pool.md)
+	poolIdle                                 time.Duration // empty an unused pool after this long
+	maxUpload                                int64         // bytes of one file upload request (0: server default)
 	idleTTL, maxLifetime, reapInterval       time.Duration
 	limits                                   sandbox.Limits
 	init                                     bool
 	policy                                   string // approval policy file (approvals.go)
+	retention                                store.Retention
+	logOutputCap                             int // tool_output bytes of one call kept in the log (0: server default)
 }
 
 // parseOptions reads args (after any subcommand) with defaults from getenv.
@@ -42,6 +47,8 @@ func parseOptions(name string, args []string, getenv func(string) string) (optio
 	fs.StringVar(&o.runtime, "runtime", getenv("BOXWIRE_RUNTIME"), "OCI runtime of sandboxes, e.g. runsc (default: the engine's)")
 	runtimes := fs.String("runtimes", getenv("BOXWIRE_RUNTIMES"), "comma-separated runtimes a thread may choose besides --runtime")
 	fs.StringVar(&o.seccomp, "seccomp", env("BOXWIRE_SECCOMP", "builtin"), "seccomp profile: builtin, engine, or a JSON file")
+	fs.IntVar(&o.pool, "pool", envInt(getenv, "BOXWIRE_POOL", 0), "started sandboxes kept ready per image for new threads (0: off)")
+	fs.DurationVar(&o.poolIdle, "pool-idle", envDur(getenv, "BOXWIRE_POOL_IDLE", 10*time.Minute), "empty an image's warm pool nobody took from for this long")
 	fs.IntVar(&o.maxSandboxes, "max-sandboxes", envInt(getenv, "BOXWIRE_MAX_SANDBOXES", 20), "most live sandboxes (0: no bound)")
 	fs.DurationVar(&o.idleTTL, "idle-ttl", envDur(getenv, "BOXWIRE_IDLE_TTL", 30*time.Minute), "remove a sandbox unused this long")
 	fs.DurationVar(&o.maxLifetime, "max-lifetime", envDur(getenv, "BOXWIRE_MAX_LIFETIME", 24*time.Hour), "remove a sandbox this long after creation")
@@ -52,6 +59,10 @@ func parseOptions(name string, args []string, getenv func(string) string) (optio
 	fs.Int64Var(&o.limits.TmpfsBytes, "tmpfs", int64(envInt(getenv, "BOXWIRE_TMPFS_BYTES", 256<<20)), "size of /tmp per sandbox in bytes")
 	fs.Int64Var(&o.maxUpload, "max-upload", int64(envInt(getenv, "BOXWIRE_MAX_UPLOAD_BYTES", 0)), "largest file upload request in bytes (0: 8 GiB)")
 	fs.StringVar(&o.policy, "policy", getenv("BOXWIRE_POLICY"), "approval policy JSON file (docs/approvals.md)")
+	fs.DurationVar(&o.retention.MaxAge, "retain-age", envDur(getenv, "BOXWIRE_RETAIN_AGE", 0), "delete a thread and its log this long after its newest event, unless live (0: keep)")
+	fs.IntVar(&o.retention.MaxEvents, "retain-events", envInt(getenv, "BOXWIRE_RETAIN_EVENTS", 0), "keep at most this many newest events per thread (0: all)")
+	fs.Int64Var(&o.retention.MaxBytes, "retain-bytes", int64(envInt(getenv, "BOXWIRE_RETAIN_BYTES", 0)), "keep about this many bytes of newest events per thread (0: all)")
+	fs.IntVar(&o.logOutputCap, "log-output-cap", envInt(getenv, "BOXWIRE_LOG_OUTPUT_CAP", 0), "tool_output bytes of one call kept in the log; the rest stays in the sandbox's output file (0: 256 KiB)")
 	fs.BoolVar(&o.init, "init", getenv("BOXWIRE_INIT") == "1", "run the engine's init as PID 1 (for images without one)")
 	if err := fs.Parse(args); err != nil {
 		return o, err

@@ -19,8 +19,9 @@ import (
 // toolRun is what one run_tool request produced.
 type toolRun struct {
 	result  wire.ToolResult
-	streamd int           // bytes of tool_output streamed to the client
-	took    time.Duration // from the request to its tool_result
+	streamd int             // bytes of tool_output streamed to the client
+	took    time.Duration   // from the request to its tool_result
+	others  []wire.Envelope // the connection's other events meanwhile
 }
 
 // runTool sends a run_tool request for tool name with args and waits (at
@@ -46,7 +47,11 @@ func (s *session) runTool(name string, args any, wait time.Duration) toolRun {
 			if !ok {
 				s.t.Fatalf("connection ended during run_tool %s: %v", name, s.conn.Err())
 			}
+			if ev.Type == wire.TypeSandboxReplaced {
+				s.t.Fatalf("run_tool %s: the sandbox was replaced while it ran (%s): the call's result is lost", name, ev.Data)
+			}
 			if ev.ID != id {
+				run.others = append(run.others, ev)
 				continue
 			}
 			switch ev.Type {

@@ -91,8 +91,12 @@ func (c *conn) stop() {
 	c.stopOnce.Do(func() { close(c.done) })
 }
 
-// enqueue queues out for the writer without blocking. If the queue is full
-// the peer is too slow: the connection is stopped and enqueue reports false.
+// enqueue queues out for the writer. For a client the queue never waits: if
+// it is full the peer is too slow, the connection is stopped and enqueue
+// reports false. The bridge is never dropped — it keeps the thread's log, and
+// dropping it would look like a dead sandbox — so for the bridge enqueue
+// waits for room (or for the connection to end): a command that prints
+// faster than the bridge stores is slowed down, back through the PTY.
 func (c *conn) enqueue(out outgoing) bool {
 	select {
 	case <-c.done:
@@ -103,10 +107,18 @@ func (c *conn) enqueue(out outgoing) bool {
 	case c.send <- out:
 		return true
 	default:
-		c.log.Warn("peer too slow; dropping connection", "queued", len(c.send))
-		c.drop()
-		return false
 	}
+	if c.role == wire.RoleBridge {
+		select {
+		case c.send <- out:
+			return true
+		case <-c.done:
+			return false
+		}
+	}
+	c.log.Warn("peer too slow; dropping connection", "queued", len(c.send))
+	c.drop()
+	return false
 }
 
 // drop stops the connection at once: closing the socket also ends a write

@@ -13,8 +13,14 @@ const maxHistoryEvents = 1 << 20
 // until one says no more follow; then the conversation is rebuilt from
 // them (loop.FromEvents) and set, unless the thread already has one (an
 // agent the bridge greets again after its own restart keeps its memory).
-// There is no reply; a bad frame is answered bad_message.
+// There is no reply; a bad frame is answered bad_message, and a frame
+// from a peer that is not a bridge not_allowed (a client must not write
+// the model's memory).
 func (t *thread) applyHistory(c *conn, env wire.Envelope) {
+	if c.role != wire.RoleBridge {
+		c.reply(wire.ErrorEnvelope(t.name, env.ID, wire.CodeNotAllowed, "history is sent only by a bridge"))
+		return
+	}
 	var h wire.History
 	if err := env.Decode(&h); err != nil {
 		c.reply(wire.ErrorEnvelope(t.name, env.ID, wire.CodeBadMessage, "%s", err.Error()))

@@ -102,6 +102,8 @@ func (c *conn) handle(env wire.Envelope) {
 		c.thread.runTool(c, env.ID, r)
 	case wire.TypeHistory:
 		c.thread.applyHistory(c, env)
+	case wire.TypeClaim:
+		c.claim(env) // claim.go
 	case wire.TypeInterrupt:
 		c.thread.interrupt()
 	case wire.TypeToolVerdict:

@@ -50,6 +50,10 @@ type Config struct {
 	// Posture, when set, is reported in every hello answer (the bridge
 	// checks it; see agent/posture).
 	Posture *wire.Posture
+	// Claim, when set, applies a bridge's claim of a pooled sandbox: the
+	// sandbox's LLM proxy token (wire.TypeClaim, claim.go). It must not
+	// block. Nil refuses claims.
+	Claim func(llmToken string)
 }
 
 // LogValue logs the config without the token.

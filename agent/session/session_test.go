@@ -252,8 +252,8 @@ func TestSlowConnectionIsDropped(t *testing.T) {
 	// reads cannot.
 	flood := fakeTool{name: "flood", run: func(_ context.Context, c tools.Call) tools.Result {
 		chunk := []byte(strings.Repeat("y", chunkSize))
-		deadline := time.Now().Add(waitFor)
 		for i := 0; i < chunks; i++ {
+			deadline := time.Now().Add(waitFor) // for this batch: the machine may be slow
 			for i%batch == 0 && fastSeen.Load() < int64(i) {
 				if time.Now().After(deadline) {
 					return tools.Result{Err: "fast reader fell behind"}
@@ -306,5 +306,45 @@ func TestSlowConnectionIsDropped(t *testing.T) {
 		if env.Type == wire.TypeTurnDone {
 			t.Fatal("slow connection got every event; it should have been dropped")
 		}
+	}
+}
+
+// The bridge keeps the thread's log: it is never dropped for being slow.
+// A flood waits for it instead.
+func TestSlowBridgeIsWaitedFor(t *testing.T) {
+	const chunks = 3000 // well over the send queue
+	flood := fakeTool{name: "flood", run: func(_ context.Context, c tools.Call) tools.Result {
+		chunk := []byte(strings.Repeat("z", 4096))
+		for range chunks {
+			c.Output(chunk)
+		}
+		return tools.Result{Output: "flooded"}
+	}}
+	model := &fakeModel{steps: []step{{calls: []loop.ToolCall{{ID: "f", Name: "flood"}}}}}
+	e := newEnv(t, session.Config{Loop: loop.Config{Model: model, Tools: []tools.Tool{flood}}})
+	c, _, err := e.dialRaw(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.send(wire.MustNew(wire.TypeHello, "", "h", wire.Hello{Version: wire.Version, Role: wire.RoleBridge, Thread: "t"}))
+	if got := c.next(); got.Type != wire.TypeHello {
+		t.Fatalf("handshake answered %s", got.Type)
+	}
+	c.send(userMessage("m", "flood"))
+	check, _ := c.await(wire.TypeToolCheck) // the agent asks its bridge first
+	c.send(wire.MustNew(wire.TypeToolVerdict, "", check.ID, wire.ToolVerdict{Allowed: true}))
+	time.Sleep(500 * time.Millisecond) // the queue fills while nobody reads
+	n := 0
+	for {
+		env := c.next()
+		if env.Type == wire.TypeToolOutput {
+			n++
+		}
+		if env.Type == wire.TypeTurnDone {
+			break
+		}
+	}
+	if n != chunks {
+		t.Fatalf("the bridge got %d of %d chunks", n, chunks)
 	}
 }

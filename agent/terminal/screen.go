@@ -6,20 +6,24 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/charmbracelet/x/vt"
 )
 
 // The emulator parses a few MB/s, slower than a PTY can write, so it is fed
 // on a goroutine of its own from a backlog, and the PTY never waits for it.
-// A backlog over maxBacklog (bulk output) is cut to its last keepTail bytes,
-// from a line start, after a full reset: the screen then shows the end of
-// the output, which is what a terminal would show, though modes set before
-// the cut are lost.
+// It parses only once the output has been quiet for quietFor, or when an
+// attach needs the screen: during bulk output it would otherwise take the
+// sandbox's CPU from the command and the stream. A backlog over maxBacklog
+// (bulk output) is cut to its last keepTail bytes, from a line start, after
+// a full reset: the screen then shows the end of the output, which is what a
+// terminal would show, though modes set before the cut are lost.
 const (
 	maxBacklog = 2 << 20
 	keepTail   = 256 << 10
 	feedChunk  = 32 << 10
+	quietFor   = 20 * time.Millisecond
 )
 
 // screen is a session's terminal state. Its methods are safe for concurrent
@@ -31,6 +35,8 @@ type screen struct {
 	written uint64 // stream bytes accepted by write (after cuts, as fed)
 	fed     uint64 // stream bytes the emulator has parsed
 	closed  bool
+	last    time.Time // of the last write
+	waiters int       // sync calls waiting for the emulator to catch up
 
 	emuMu sync.Mutex
 	emu   *vt.Emulator
@@ -50,6 +56,7 @@ func (s *screen) write(p []byte) {
 	defer s.mu.Unlock()
 	s.pending = append(s.pending, p...)
 	s.written += uint64(len(p))
+	s.last = time.Now()
 	if len(s.pending) > maxBacklog {
 		tail := s.pending[len(s.pending)-keepTail:]
 		if i := bytes.IndexByte(tail, '\n'); i >= 0 {
@@ -80,6 +87,11 @@ func (s *screen) run(drainDone chan<- struct{}) {
 			s.mu.Unlock()
 			return
 		}
+		if wait := quietFor - time.Since(s.last); wait > 0 && !s.closed && s.waiters == 0 {
+			s.mu.Unlock()
+			time.Sleep(wait)
+			continue
+		}
 		n := min(len(s.pending), feedChunk)
 		chunk := append([]byte(nil), s.pending[:n]...)
 		s.pending = s.pending[n:]
@@ -103,9 +115,12 @@ func (s *screen) run(drainDone chan<- struct{}) {
 // the screen closed), then runs f with the emulator.
 func (s *screen) sync(f func(e *vt.Emulator)) {
 	s.mu.Lock()
+	s.waiters++
+	s.cond.Broadcast()
 	for s.fed < s.written && !s.closed {
 		s.cond.Wait()
 	}
+	s.waiters--
 	s.mu.Unlock()
 	s.emuMu.Lock()
 	defer s.emuMu.Unlock()

@@ -28,6 +28,10 @@ func newSet(t *testing.T, cfg tools.Config) (*tools.Set, string) {
 	if cfg.OutputDir == "" {
 		cfg.OutputDir = t.TempDir()
 	}
+	// Commands run as login shells: give them a HOME of their own, so the
+	// host's profile (whatever it runs) cannot change or stall the tests.
+	// A test's own HOME in cfg.Env comes later and wins.
+	cfg.Env = append([]string{"HOME=" + t.TempDir()}, cfg.Env...)
 	set := tools.New(cfg)
 	t.Cleanup(func() { _ = set.Close() })
 	return set, ws

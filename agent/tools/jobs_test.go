@@ -137,7 +137,7 @@ func TestBackgroundJob(t *testing.T) {
 // running once the tools are closed (agent shutdown).
 func TestCloseKillsJobs(t *testing.T) {
 	ws := t.TempDir()
-	set := tools.New(tools.Config{Workspace: ws, OutputDir: t.TempDir()})
+	set := tools.New(tools.Config{Workspace: ws, OutputDir: t.TempDir(), Env: []string{"HOME=" + t.TempDir()}})
 	res := call(t, set, "execute", map[string]any{
 		"command":    `(trap '' HUP TERM; sleep 1000) & echo $! > child.pid; sleep 1000`,
 		"background": true,

@@ -39,7 +39,15 @@ func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request, t Target) {
 	if _, err := io.WriteString(down, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 		return
 	}
+	// Add under the lock, and only while open: closeTunnels sets closed
+	// under it before it waits, so no Add can race with that Wait.
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
 	p.wg.Add(1)
+	p.mu.Unlock()
 	go func() {
 		defer p.wg.Done()
 		_, _ = io.Copy(down, up)

@@ -229,3 +229,21 @@ func TestGlob(t *testing.T) {
 		}
 	}
 }
+
+func TestHoldFrom(t *testing.T) {
+	r := policy.NewRedactor([]string{"supersecret"})
+	tests := []struct{ in, hold string }{
+		{"plain line\n", ""},
+		{"key sk-abcdef", "sk-abcdef"},
+		{"Authorization: Bearer ", "Bearer "},
+		{"Authorization: Bearer abc", "Bearer abc"},
+		{"value: super", "super"},
+		{"ends with a prompt? ", ""},
+		{"x " + strings.Repeat("a", 400), strings.Repeat("a", policy.MaxHold)},
+	}
+	for _, tc := range tests {
+		if got := tc.in[r.HoldFrom(tc.in):]; got != tc.hold {
+			t.Errorf("HoldFrom(%q) holds %q, want %q", tc.in, got, tc.hold)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // Mask replaces a redacted secret.
@@ -62,4 +63,43 @@ func (r *Redactor) Redact(s string) string {
 		}
 		return Mask
 	})
+}
+
+// MaxHold is the most bytes of a stream's tail HoldFrom keeps back.
+const MaxHold = 256
+
+// pendingTail matches the end of a chunk that may be the start of a key
+// continuing in the next chunk: a run of token characters, with a
+// bearer/basic/token keyword in front of it.
+var pendingTail = regexp.MustCompile(`(?i)(?:\b(?:bearer|basic|token)[ \t]+)?[A-Za-z0-9._~+/=-]*$`)
+
+// HoldFrom is for streams masked chunk by chunk: it returns the index in
+// s from which s's tail could be the start of a secret or key that goes
+// on in the next chunk (a prefix of a configured secret, or a token cut
+// at the end). Send Redact(s[:i]) now and put s[i:] in front of the next
+// chunk; at the end of the stream send Redact of what is left. At most
+// MaxHold bytes are held. PEM blocks are longer and are not held.
+func (r *Redactor) HoldFrom(s string) int {
+	if r == nil || s == "" {
+		return len(s)
+	}
+	i := len(s)
+	if loc := pendingTail.FindStringIndex(s); loc != nil {
+		i = loc[0]
+	}
+	for _, sec := range r.secrets {
+		for k := min(len(sec)-1, len(s)); k > 0; k-- {
+			if strings.HasSuffix(s, sec[:k]) {
+				i = min(i, len(s)-k)
+				break
+			}
+		}
+	}
+	if len(s)-i > MaxHold {
+		i = len(s) - MaxHold
+	}
+	for i < len(s) && !utf8.RuneStart(s[i]) {
+		i++
+	}
+	return i
 }

@@ -23,6 +23,8 @@ type gate struct {
 
 	mu      sync.Mutex
 	pending map[string]*pendingApproval
+
+	held heldTails // streamed output kept back for redaction (approvals_redact.go)
 }
 
 func (g *gate) set(p *policy.Policy) { g.pol.Store(p) }

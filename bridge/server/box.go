@@ -40,8 +40,12 @@ type box struct {
 	expires   time.Time
 	idleTTL   time.Duration
 	res       *resources
-	ready     chan struct{} // closed once creation ended; err says how
-	err       error
+	// pooled: started for the warm pool (pool.go), so id is not the
+	// thread's; thread names the thread that took it (set at claim).
+	pooled bool
+	thread string
+	ready  chan struct{} // closed once creation ended; err says how
+	err    error
 
 	lastUsed time.Time
 	threads  map[string]*thread
@@ -147,7 +151,7 @@ func (s *Server) startBox(ctx context.Context, b *box) (err error) {
 	if err != nil {
 		return fmt.Errorf("create sandbox: %w", err)
 	}
-	b.res.sandboxID = sb.ID
+	b.res.setSandbox(sb.ID)
 	log.Info("sandbox created", "sandbox", sb.ID, "image", b.image, "scope", b.scope, "runtime", b.runtime)
 	return nil
 }
@@ -176,8 +180,11 @@ func (s *Server) labels(b *box) map[string]string {
 	}
 	if b.scope == wire.ScopeAssistant {
 		l[sandbox.LabelAssistant] = b.assistant
-	} else {
+	} else if !b.pooled {
 		l[sandbox.LabelThread] = b.id
+	}
+	if b.pooled {
+		poolLabels(b, l) // pool.go
 	}
 	return l
 }

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -36,23 +37,40 @@ const (
 )
 
 // resources are what a thread owns outside the process. remove deletes
-// them; fields left empty were never created.
+// them; fields left empty were never created. Only sandboxID changes after
+// creation (a replacement, replace.go): read and set it with sandbox and
+// setSandbox, which are safe for concurrent use.
 type resources struct {
 	dir       string
 	proxy     *llmproxy.Listener
 	egress    *egress.Listener
-	sandboxID string
 	volume    string
 	runtime   string // the sandbox's OCI runtime; its posture is checked under it
+	mu        sync.Mutex
+	sandboxID string // guarded by mu once the resources are shared
+}
+
+// sandbox is the id of the current sandbox ("" before it was created).
+func (r *resources) sandbox() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sandboxID
+}
+
+// setSandbox records the current sandbox.
+func (r *resources) setSandbox(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sandboxID = id
 }
 
 // remove deletes the sandbox, its workspace volume, the proxy and the
 // socket folder, in that order, and reports every failure.
 func (r *resources) remove(ctx context.Context, mgr sandbox.Manager) error {
 	var errs []error
-	if r.sandboxID != "" {
-		if err := mgr.Remove(ctx, r.sandboxID); err != nil {
-			errs = append(errs, fmt.Errorf("remove sandbox %s: %w", r.sandboxID, err))
+	if id := r.sandbox(); id != "" {
+		if err := mgr.Remove(ctx, id); err != nil {
+			errs = append(errs, fmt.Errorf("remove sandbox %s: %w", id, err))
 		}
 	}
 	if r.volume != "" {
@@ -96,11 +114,13 @@ func (s *Server) createThread(ctx context.Context, req wire.CreateThread) (*thre
 		return nil, err
 	}
 	log := s.log.With("thread", id)
-	b, err := s.acquireBox(ctx, o, id)
-	if err != nil {
-		return nil, err
+	b, conn := s.claimPooled(ctx, o, id, log) // pool.go: nil when none is ready
+	if b == nil {
+		if b, err = s.acquireBox(ctx, o, id); err != nil {
+			return nil, err
+		}
+		conn, err = s.waitAgent(ctx, id, b.res)
 	}
-	conn, err := s.waitAgent(ctx, id, b.res)
 	if err == nil {
 		t := newThread(s, id, conn, b.res, 0, log)
 		t.gate.set(pol)
@@ -163,6 +183,9 @@ func (s *Server) spec(b *box) sandbox.Spec {
 		"OPENAI_BASE_URL=http://boxwire-llm/v1",
 	}
 	env = append(env, s.securityEnv(b.id)...)
+	if b.pooled && b.thread == "" {
+		env = unclaimedEnv(env) // pool.go: the token comes with the claim
+	}
 	if s.cfg.Model != "" {
 		env = append(env, "BOXWIRE_MODEL="+s.cfg.Model)
 	}
@@ -198,7 +221,7 @@ func (s *Server) waitAgent(ctx context.Context, id string, res *resources) (*web
 			return nil, err
 		}
 		if attempt%inspectEvery == 0 {
-			sb, ierr := s.cfg.Manager.Inspect(ctx, res.sandboxID)
+			sb, ierr := s.cfg.Manager.Inspect(ctx, res.sandbox())
 			if ierr == nil && !sb.Running {
 				return nil, fmt.Errorf("sandbox exited with code %d before its agent was ready", sb.ExitCode)
 			}

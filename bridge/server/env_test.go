@@ -89,18 +89,29 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	return newEnvWith(t, nil)
+}
+
+// newEnvWith is newEnv with cfg changed by edit (when not nil) before the
+// server is made.
+func newEnvWith(t *testing.T, edit func(*server.Config)) *env {
+	t.Helper()
 	dataDir, err := os.MkdirTemp("", "bw") // short: unix socket paths are limited
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := &env{t: t, mgr: newFakeManager(), up: &upstream{}, dataDir: dataDir, logs: &syncBuffer{}}
 	e.up.Server = httptest.NewServer(http.HandlerFunc(e.up.serve))
-	e.srv, err = server.New(server.Config{
+	cfg := server.Config{
 		Token: testToken, Image: "boxwire:test", DataDir: dataDir, Manager: e.mgr,
 		LLM:   llmproxy.Config{Upstream: e.up.URL + "/v1", APIKey: testKey},
 		Model: "test-model", BridgeID: "bridge-test", Software: "boxwire-bridge/test",
 		Logger: slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-	})
+	}
+	if edit != nil {
+		edit(&cfg)
+	}
+	e.srv, err = server.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -268,6 +268,12 @@ func (a *fakeAgent) event(typ wire.Type, id string, payload any) wire.Envelope {
 }
 
 func (a *fakeAgent) answer(env wire.Envelope) []wire.Envelope {
+	if out, ok := a.approvalAnswer(env); ok { // approvals_test.go
+		return out
+	}
+	if out, ok := a.poolAnswer(env); ok { // pool_test.go
+		return out
+	}
 	switch env.Type {
 	case wire.TypePing:
 		return []wire.Envelope{wire.MustNew(wire.TypePong, "", env.ID, nil)}

@@ -31,6 +31,10 @@ func (s *Server) Reconcile(ctx context.Context) error {
 	now := time.Now()
 	for _, sb := range list {
 		log := s.log.With("sandbox", sb.ID, "box", sb.Labels[sandbox.LabelBox])
+		if s.poolOwns(sb.Labels[sandbox.LabelBox]) { // pool.go: this run's warm pool
+			live[sb.Labels[sandbox.LabelBox]] = true
+			continue
+		}
 		if err := s.adopt(ctx, sb, now); err != nil {
 			log.Info("removing sandbox of an earlier run", "why", err)
 			s.removeOrphan(ctx, sb, log)
@@ -48,7 +52,7 @@ func (s *Server) adopt(ctx context.Context, sb sandbox.Sandbox, now time.Time) (
 	b := &box{
 		id: l[sandbox.LabelBox], scope: wire.Scope(l[sandbox.LabelScope]), assistant: l[sandbox.LabelAssistant],
 		image: sb.Image, ready: make(chan struct{}), threads: map[string]*thread{}, lastUsed: now,
-		idleTTL: parseIdleTTL(l[labelIdleTTL], s.cfg.IdleTTL),
+		idleTTL: parseIdleTTL(l[labelIdleTTL], s.cfg.IdleTTL), pooled: l[labelPool] == "1",
 	}
 	close(b.ready)
 	b.created, _ = time.Parse(time.RFC3339, l[sandbox.LabelCreated])
@@ -60,7 +64,7 @@ func (s *Server) adopt(ctx context.Context, sb sandbox.Sandbox, now time.Time) (
 		return errors.New("expired")
 	case !sb.Running:
 		return errors.New("not running")
-	case b.scope == wire.ScopeThread && l[sandbox.LabelThread] != b.id,
+	case b.scope == wire.ScopeThread && l[sandbox.LabelThread] != b.id && !b.pooled,
 		b.scope == wire.ScopeAssistant && !validName(b.assistant):
 		return errors.New("labels name no thread or assistant")
 	}
@@ -123,6 +127,12 @@ func (s *Server) adoptThreads(ctx context.Context, b *box) error {
 			ids = append(ids, r)
 		}
 	}
+	if b.pooled { // pool.go: adopted only when a thread took it
+		if len(ids) == 0 {
+			return errors.New("pooled sandbox no thread took")
+		}
+		b.thread = ids[0].ID
+	}
 	if b.scope == wire.ScopeThread && len(ids) == 0 {
 		ids = append(ids, ThreadRecord{ID: b.id, Box: b.id, Scope: b.scope, Image: b.image, Runtime: b.runtime, Created: b.created})
 	}
@@ -130,6 +140,12 @@ func (s *Server) adoptThreads(ctx context.Context, b *box) error {
 		conn, err := s.waitAgent(ctx, rec.ID, b.res)
 		if err != nil {
 			return fmt.Errorf("reach agent: %w", err)
+		}
+		if b.pooled { // pool.go: the agent keeps its token; say it again all the same
+			if err := s.sendClaim(conn, b, rec.ID); err != nil {
+				conn.Close()
+				return err
+			}
 		}
 		last, err := s.events.LastSeq(rec.ID)
 		if err != nil {
@@ -168,7 +184,7 @@ func (s *Server) removeStrays(ctx context.Context, live map[string]bool) error {
 	}
 	var errs []error
 	for _, v := range vols {
-		if id, ok := strings.CutPrefix(v, "boxwire-ws-"); ok && live[id] {
+		if id, ok := strings.CutPrefix(v, "boxwire-ws-"); ok && (live[id] || s.poolOwns(id)) {
 			continue
 		}
 		s.log.Info("removing stray volume", "volume", v)
@@ -180,7 +196,7 @@ func (s *Server) removeStrays(ctx context.Context, live map[string]bool) error {
 		errs = append(errs, err)
 	}
 	for _, e := range entries {
-		if !live[e.Name()] {
+		if !live[e.Name()] && !s.poolOwns(e.Name()) { // pool.go: being started
 			errs = append(errs, os.RemoveAll(filepath.Join(run, e.Name())))
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/gorilla/websocket"
 
@@ -43,16 +44,14 @@ func (t *thread) replace(why wire.SandboxExited) error {
 		case <-ctx.Done():
 		}
 	}()
-	if err := t.mgr.Remove(ctx, t.sandboxID()); err != nil {
+	if err := t.mgr.Remove(ctx, t.res.sandbox()); err != nil {
 		return fmt.Errorf("remove the stopped sandbox: %w", err)
 	}
 	sb, err := t.mgr.Create(ctx, s.spec(b))
 	if err != nil {
 		return fmt.Errorf("create sandbox: %w", err)
 	}
-	s.mu.Lock()
-	b.res.sandboxID = sb.ID
-	s.mu.Unlock()
+	b.res.setSandbox(sb.ID)
 	conn, err := s.waitAgent(ctx, t.id, b.res)
 	if err != nil {
 		return err
@@ -81,11 +80,48 @@ func (t *thread) replace(why wire.SandboxExited) error {
 	return nil
 }
 
-// sandboxID is the thread's current sandbox.
-func (t *thread) sandboxID() string {
-	t.srv.mu.Lock()
-	defer t.srv.mu.Unlock()
-	return t.res.sandboxID
+// reconnectTimeout bounds greeting again the agent of a sandbox that still
+// runs after its connection ended.
+const reconnectTimeout = 10 * time.Second
+
+// reconnect greets again the agent of the thread's sandbox, which the
+// engine reports still running although the agent connection ended (an
+// agent drops a peer that falls behind its output; a network hiccup on the
+// socket): the sandbox and its running work are kept, not replaced. Events
+// the agent made while no bridge was attached are not in the log. It runs
+// on the old link's readAgent after that link's writer returned, like
+// replace, and fails when the agent does not answer within
+// reconnectTimeout, the sandbox exits, or the thread stops.
+func (t *thread) reconnect() error {
+	ctx, cancel := context.WithTimeout(context.Background(), reconnectTimeout)
+	defer cancel()
+	stop := context.AfterFunc(t.srv.ctx, cancel)
+	defer stop()
+	go func() { // ends with ctx, which this function cancels on return
+		select {
+		case <-t.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	conn, err := t.srv.waitAgent(ctx, t.id, t.res)
+	if err != nil {
+		t.log.Warn("agent of the running sandbox did not answer again", "err", err)
+		return err
+	}
+	l := newLink(conn)
+	t.mu.Lock()
+	if t.closing {
+		t.mu.Unlock()
+		conn.Close()
+		return errors.New("thread closed")
+	}
+	t.agent = conn // no writeAgent runs now
+	t.link = l
+	t.mu.Unlock()
+	t.log.Warn("agent connection lost while its sandbox runs; greeted it again")
+	t.startLink(l)
+	return nil
 }
 
 // sendHistory writes the thread's conversation events to a newly greeted

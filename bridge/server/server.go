@@ -104,6 +104,13 @@ type Config struct {
 	// EgressRoots verifies the real hosts behind TLS the egress proxy
 	// terminates to add a credential; nil means the system's roots.
 	EgressRoots *x509.CertPool
+
+	// Pool is how many started, greeted sandboxes the warm pool keeps per
+	// image for new thread-scope threads (docs/pool.md); 0 turns it off.
+	// PoolIdle (default DefaultPoolIdle) empties an image's pool nobody
+	// took from for that long, until a thread asks for the image again.
+	Pool     int
+	PoolIdle time.Duration
 }
 
 // Lifecycle defaults.
@@ -143,6 +150,7 @@ type Server struct {
 	conns   sync.WaitGroup // connection handlers, so Close can wait for them
 	reaper  sync.WaitGroup // the reaper goroutine, started by New
 	ca      caCache        // the egress CA, loaded on first use (approvals_egress.go)
+	pool    warmPool       // warm pool (pool.go); its filler is started by New
 }
 
 // New checks cfg and returns a server. It starts the reaper goroutine,
@@ -200,6 +208,7 @@ func New(cfg Config) (*Server, error) {
 	s.reaper.Add(2)
 	go s.reap()
 	go s.prune()
+	s.startPool() // pool.go
 	return s, nil
 }
 
@@ -259,6 +268,9 @@ func (s *Server) Close(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 	s.reaper.Wait()
+	if err := s.closePool(ctx); err != nil { // pool.go: removes unclaimed pooled sandboxes
+		s.log.Error("close warm pool", "err", err)
+	}
 
 	var errs []error
 	for _, t := range threads {

@@ -132,6 +132,12 @@ func (t *thread) request(c *client, env wire.Envelope) {
 	switch {
 	case wire.IsTerminal(env.Type) && !t.terminalRequest(c, env):
 		return
+	case env.Type == wire.TypeHistory: // the bridge's alone (replace.go)
+		c.enqueue(wire.ErrorEnvelope(t.id, env.ID, wire.CodeNotAllowed, "history is sent only by the bridge"))
+		return
+	case env.Type == wire.TypeClaim || env.Type == wire.TypeClaimed: // pool.go
+		c.enqueue(wire.ErrorEnvelope(t.id, env.ID, wire.CodeNotAllowed, "%s is between the agent and the bridge", env.Type))
+		return
 	case wire.IsRequest(env.Type):
 	case env.Type == wire.TypeHello:
 		c.enqueue(wire.ErrorEnvelope(t.id, env.ID, wire.CodeBadMessage, "hello was already exchanged"))
@@ -238,7 +244,18 @@ func (t *thread) publish(env wire.Envelope) wire.Envelope {
 
 // append is publish; done, when set, receives the event once committed.
 func (t *thread) append(env wire.Envelope, done chan<- wire.Envelope) wire.Envelope {
-	env = t.redact(env) // approvals.go: secrets never reach clients or the log
+	before, env, keep := t.redactStream(env) // approvals_redact.go: secrets never reach clients or the log
+	for _, b := range before {
+		t.appendOne(b, nil)
+	}
+	if !keep && done == nil {
+		return env // a tool_output chunk kept back whole for now
+	}
+	return t.appendOne(env, done)
+}
+
+// appendOne numbers, stores and fans out one redacted event.
+func (t *thread) appendOne(env wire.Envelope, done chan<- wire.Envelope) wire.Envelope {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.events.next++
@@ -315,6 +332,9 @@ func (t *thread) agentLost(l *agentLink, err error) {
 	}
 	t.log.Warn("agent connection lost", "reason", msg)
 	<-l.writerDone
+	if !stopped && t.reconnect() == nil { // replace.go: the sandbox still runs
+		return
+	}
 	if rerr := t.replace(ev); rerr != nil {
 		t.log.Error("replace sandbox", "err", rerr)
 		t.publish(wire.ErrorEnvelope(t.id, "", wire.CodeSandboxUnavailable, "%s; no replacement: %v", msg, rerr))
@@ -327,7 +347,7 @@ func (t *thread) exitState() (sb sandbox.Sandbox, stopped bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), inspectWait)
 	defer cancel()
 	for {
-		sb, err := t.mgr.Inspect(ctx, t.res.sandboxID)
+		sb, err := t.mgr.Inspect(ctx, t.res.sandbox())
 		if err == nil && !sb.Running {
 			return sb, true
 		}

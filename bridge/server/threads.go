@@ -29,6 +29,9 @@ func lifecycleDefaults(cfg Config) Config {
 		cfg.ReapInterval = min(30*time.Second, cfg.IdleTTL/4)
 	}
 	cfg.ReapInterval = max(cfg.ReapInterval, 50*time.Millisecond)
+	if cfg.PoolIdle <= 0 {
+		cfg.PoolIdle = DefaultPoolIdle
+	}
 	if cfg.Store == nil {
 		cfg.Store = NewMemStore()
 	}
@@ -116,12 +119,13 @@ func (s *Server) info(ctx context.Context, t *thread) wire.ThreadInfo {
 	status := wire.SandboxRunning
 	ctx, cancel := context.WithTimeout(ctx, inspectWait)
 	defer cancel()
-	if sb, err := s.cfg.Manager.Inspect(ctx, b.res.sandboxID); err != nil || !sb.Running {
+	sandboxID := b.res.sandbox()
+	if sb, err := s.cfg.Manager.Inspect(ctx, sandboxID); err != nil || !sb.Running {
 		status = wire.SandboxExitedStatus
 	}
 	return wire.ThreadInfo{
 		ID: t.id, Scope: b.scope, Assistant: b.assistant, Image: b.image, Runtime: b.runtime,
-		Status: status, SandboxID: b.res.sandboxID, Created: t.created, Expires: b.expires,
+		Status: status, SandboxID: sandboxID, Created: t.created, Expires: b.expires,
 		IdleExpires: idle.UTC().Truncate(time.Second), Clients: n,
 	}
 }

@@ -128,3 +128,10 @@ type ApprovalAnswer struct {
 	// Reason is optional; a denial's reason is shown to the model.
 	Reason string `json:"reason,omitempty"`
 }
+
+// IsApproval reports whether typ is an approval event: they carry no
+// request id, so a client waiting for its turn's events must still take
+// them.
+func IsApproval(typ Type) bool {
+	return typ == TypeApprovalRequest || typ == TypeApprovalDecision
+}

@@ -48,8 +48,8 @@ func (c *Conn) Await(ctx context.Context, id string, fn func(wire.Envelope)) (wi
 		if !ok {
 			return wire.TurnDone{}, fmt.Errorf("run %s: %w", id, c.endErr())
 		}
-		if env.ID != id {
-			continue
+		if env.ID != id && !wire.IsApproval(env.Type) {
+			continue // approval events carry no id: a turn waits on them
 		}
 		if fn != nil {
 			fn(env)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -29,6 +30,13 @@ const answerWait = 10 * time.Second
 // auto mode, else by asking. Expired requests (replayed from the log) are
 // skipped. It blocks while it asks.
 func (s *session) approval(env wire.Envelope) {
+	if env.Type == wire.TypeApprovalDecision {
+		var d wire.ApprovalDecision
+		if env.Decode(&d) == nil {
+			s.asked = slices.DeleteFunc(s.asked, func(id string) bool { return id == d.ApprovalID })
+		}
+		return
+	}
 	if env.Type != wire.TypeApprovalRequest {
 		return
 	}
@@ -47,8 +55,7 @@ func (s *session) approval(env wire.Envelope) {
 		reason = "denied by --auto-deny"
 	case ApprovalsAsk:
 		if s.o.Message == "" && !s.o.JSON {
-			// The interactive chat reads In itself: do not compete for lines.
-			fmt.Fprintf(s.o.Err, "\nboxwire: approval needed: %s\n(answering in the interactive chat is not supported yet; it is denied when it expires)\n", describeAction(req))
+			s.askInteractive(req) // the chat's own lines answer
 			return
 		}
 		if !s.o.JSON {
@@ -59,14 +66,19 @@ func (s *session) approval(env wire.Envelope) {
 			reason = "denied by the user"
 		}
 	}
+	s.answer(req.ApprovalID, approve, reason)
+}
+
+// answer sends approve or deny for the approval request id.
+func (s *session) answer(id string, approve bool, reason string) {
 	typ := wire.TypeDeny
 	if approve {
 		typ, reason = wire.TypeApprove, ""
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), answerWait)
 	defer cancel()
-	if err := s.current().Send(ctx, wire.MustNew(typ, s.current().Thread(), "ap-"+req.ApprovalID,
-		wire.ApprovalAnswer{ApprovalID: req.ApprovalID, Reason: reason})); err != nil {
+	if err := s.current().Send(ctx, wire.MustNew(typ, s.current().Thread(), "ap-"+id,
+		wire.ApprovalAnswer{ApprovalID: id, Reason: reason})); err != nil {
 		fmt.Fprintf(s.o.Err, "boxwire: answer approval: %v\n", err)
 	}
 }
@@ -115,4 +127,62 @@ func describeAction(r wire.ApprovalRequest) string {
 		what += " — " + r.Reason
 	}
 	return what + " (expires " + r.Expires + ")"
+}
+
+// askInteractive shows req in the interactive chat and takes the next
+// line typed as the answer: y, yes, approve or /approve approves, any
+// other line denies. With no line before the request expires it stays
+// open (/approve and /deny still answer it until the bridge denies it).
+// It blocks until a line comes or the request expires.
+func (s *session) askInteractive(req wire.ApprovalRequest) {
+	s.asked = append(s.asked, req.ApprovalID)
+	s.r.EndLine()
+	s.r.Printf("approval needed [%s]: %s", req.ApprovalID, describeAction(req))
+	s.r.Printf("approve? [y/N] (or later: /approve %s, /deny %s)", req.ApprovalID, req.ApprovalID)
+	if s.lines == nil {
+		return
+	}
+	wait := time.Minute
+	if exp, err := time.Parse(time.RFC3339, req.Expires); err == nil {
+		wait = time.Until(exp)
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	_ = s.ask()
+	select {
+	case line, ok := <-s.lines:
+		if !ok {
+			return
+		}
+		s.r.LineEntered()
+		switch strings.ToLower(strings.TrimSpace(line)) {
+		case "y", "yes", "approve", "/approve":
+			s.answer(req.ApprovalID, true, "")
+		default:
+			s.answer(req.ApprovalID, false, "denied by the user")
+		}
+	case <-timer.C:
+		s.r.Printf("approval %s expired unanswered (denied)", req.ApprovalID)
+	}
+}
+
+// answerCommand runs /approve [ID] or /deny [ID] [REASON]; without an ID
+// it answers the newest open request.
+func (s *session) answerCommand(cmd string, args []string) {
+	id := ""
+	if len(args) > 0 && strings.HasPrefix(args[0], "ap_") {
+		id, args = args[0], args[1:]
+	} else if len(s.asked) > 0 {
+		id = s.asked[len(s.asked)-1]
+	}
+	if id == "" {
+		s.r.Printf("no open approval request (usage: %s [ID])", cmd)
+		return
+	}
+	reason := strings.Join(args, " ")
+	if cmd == "/deny" && reason == "" {
+		reason = "denied by the user"
+	}
+	s.answer(id, cmd == "/approve", reason)
+	s.r.Printf("%s sent for %s", strings.TrimPrefix(cmd, "/"), id)
 }

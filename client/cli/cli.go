@@ -163,6 +163,8 @@ type session struct {
 	ed *editor // the line editor, nil for plain input
 
 	approvalIn *bufio.Reader // verdict lines from In (approval.go)
+	lines      <-chan string // the interactive chat's input lines (approval.go)
+	asked      []string      // approval ids still open, newest last (approval.go)
 
 	mu   sync.Mutex
 	conn *chat.Conn

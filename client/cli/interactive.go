@@ -29,6 +29,8 @@ const help = `commands:
   /download PATH [DIR] copy a workspace file or folder into the local folder DIR
   /expand [N]          show the whole output of tool call N (default: the last)
   /status              show the thread, its sandbox and the tokens used
+  /approve [ID]        approve approval request ID (default: the newest open one)
+  /deny [ID] [REASON]  deny approval request ID (default: the newest open one)
   /shell [SID]         open a terminal in the sandbox, or attach to session SID (Ctrl-] q comes back)
   /help                this text
 Ctrl-C interrupts a turn; at the prompt Ctrl-C twice or Ctrl-D leaves.`
@@ -43,6 +45,8 @@ func (s *session) interactive(ctx context.Context) int {
 	}
 	lines, stop := s.startInput()
 	defer stop()
+	s.lines = lines // approval.go reads y/N answers from them
+
 	asked := false // a prompt is up, waiting for a line
 	armed := false // Ctrl-C at the prompt: the next one leaves
 	for {
@@ -187,6 +191,8 @@ func (s *session) command(ctx context.Context, line string) (code int, quit bool
 		s.expand(ctx, args)
 	case "/status":
 		s.r.Printf("%s", s.statusLine())
+	case "/approve", "/deny":
+		s.answerCommand(cmd, args) // approval.go
 	default:
 		s.r.Printf("unknown command %s (try /help)", cmd)
 	}
