@@ -34,6 +34,7 @@ func TestBenchmarks(t *testing.T) {
 		{"execute", benchExecute},
 		{"relay", benchRelay},
 		{"newthread", benchNewThread},
+		{"warmthread", benchNewThreadWarm},
 		{"grep", benchGrep},
 		{"stream", benchShellStream},
 		{"memory", benchMemory},
@@ -239,4 +240,61 @@ func run(t *testing.T, dir string, name string, args ...string) string {
 		t.Fatalf("%s %v: %v\n%s", name, args, err, out)
 	}
 	return string(out)
+}
+
+// benchNewThreadWarm: a new thread taken from the warm pool until its agent
+// said hello, versus a bare create+start of the same image. A bridge of its
+// own runs with a pool; each round waits (untimed) for the pool to refill.
+func benchNewThreadWarm(t *testing.T, _ *env, r *report) {
+	const rounds = 7
+	e := newEnv(t, helloScript)
+	e.startBridge("BOXWIRE_POOL=1", "BOXWIRE_MAX_SANDBOXES=0")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	// refilled waits until the pool holds a sandbox again (the last claimed
+	// one was deleted with its thread), then a little longer for its agent's
+	// hello, after which the pool offers it.
+	refilled := func() {
+		deadline := time.Now().Add(time.Minute)
+		for len(e.containers(map[string]string{"boxwire.pool": "1"})) == 0 && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		time.Sleep(time.Second)
+	}
+	warm := func() time.Duration {
+		refilled()
+		start := time.Now()
+		conn, err := chat.Dial(ctx, chat.Config{URL: e.bridge.url, Token: e.token})
+		if err != nil {
+			t.Fatalf("new thread: %v", err)
+		}
+		d := time.Since(start)
+		conn.Close()
+		if err := chat.DeleteThread(ctx, chat.Config{URL: e.bridge.url, Token: e.token}, conn.Thread()); err != nil {
+			t.Fatalf("delete thread: %v", err)
+		}
+		return d
+	}
+	n := 0
+	bare := func() time.Duration {
+		n++
+		start := time.Now()
+		sb, err := e.engine.Create(ctx, sandbox.Spec{
+			Name: fmt.Sprintf("bwbench-%s-%d", e.id, n), Image: image, SocketDir: t.TempDir(),
+			Env:    []string{"BOXWIRE_LISTEN=unix:" + sandbox.SocketMount + "/agent.sock"},
+			Labels: map[string]string{"boxwire.owner": e.id},
+		})
+		if err != nil {
+			t.Fatalf("bare create: %v", err)
+		}
+		d := time.Since(start)
+		if err := e.engine.Remove(ctx, sb.ID); err != nil {
+			t.Fatalf("remove: %v", err)
+		}
+		return d
+	}
+	warms, bares := interleave(t, rounds, warm, bare)
+	r.add(figure{name: "new_thread_warm", value: medianMS(warms), unit: "ms", ratio: medianMS(warms) / medianMS(bares),
+		target: "≤ 50 ms from the warm pool", met: met(medianMS(warms) <= 50),
+		note: fmt.Sprintf("thread ready from the pool %.1f ms vs bare create+start %.0f ms (medians of %d)", medianMS(warms), medianMS(bares), rounds)})
 }
