@@ -65,7 +65,7 @@ demo: image build
 
 ## bench: speed and memory figures side by side with Docker's own paths (BENCHMARKS.md)
 bench: image build
-	BOXWIRE_E2E=1 BOXWIRE_BENCH=1 $(GO) test -count=1 -timeout 30m -run '^TestBenchmarks$$' ./e2e/ 2>&1 | \
+	BOXWIRE_E2E=1 BOXWIRE_BENCH=1 $(GO) test -v -count=1 -timeout 30m -run '^TestBenchmarks$$' ./e2e/ 2>&1 | \
 	  grep -vE '^(=== |--- |PASS|ok )' ; exit $${PIPESTATUS[0]}
 
 clean:

@@ -60,7 +60,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, log *sl
 		Images: o.images, Runtime: o.runtime, Runtimes: o.runtimes, MaxSandboxes: o.maxSandboxes, Pool: o.pool, PoolIdle: o.poolIdle,
 		IdleTTL: o.idleTTL, MaxLifetime: o.maxLifetime, ReapInterval: o.reapInterval,
 		MaxUploadBytes: o.maxUpload,
-		Retention:      o.retention, MaxStoredOutput: o.logOutputCap,
+		Retention:      o.retention, MaxStoredOutput: o.logOutputCap, StoreSync: o.storeSync,
 	}
 	if err := applySecurity(&cfg, getenv); err != nil {
 		return err

@@ -30,6 +30,7 @@ type options struct {
 	policy                                   string // approval policy file (approvals.go)
 	retention                                store.Retention
 	logOutputCap                             int // tool_output bytes of one call kept in the log (0: server default)
+	storeSync                                time.Duration
 }
 
 // parseOptions reads args (after any subcommand) with defaults from getenv.
@@ -62,6 +63,7 @@ func parseOptions(name string, args []string, getenv func(string) string) (optio
 	fs.DurationVar(&o.retention.MaxAge, "retain-age", envDur(getenv, "BOXWIRE_RETAIN_AGE", 0), "delete a thread and its log this long after its newest event, unless live (0: keep)")
 	fs.IntVar(&o.retention.MaxEvents, "retain-events", envInt(getenv, "BOXWIRE_RETAIN_EVENTS", 0), "keep at most this many newest events per thread (0: all)")
 	fs.Int64Var(&o.retention.MaxBytes, "retain-bytes", int64(envInt(getenv, "BOXWIRE_RETAIN_BYTES", 0)), "keep about this many bytes of newest events per thread (0: all)")
+	fs.DurationVar(&o.storeSync, "store-sync", envDur(getenv, "BOXWIRE_STORE_SYNC", 100*time.Millisecond), "fsync the event store at most this often; 0: before every event is sent (slower; survives power loss)")
 	fs.IntVar(&o.logOutputCap, "log-output-cap", envInt(getenv, "BOXWIRE_LOG_OUTPUT_CAP", 0), "tool_output bytes of one call kept in the log; the rest stays in the sandbox's output file (0: 256 KiB)")
 	fs.BoolVar(&o.init, "init", getenv("BOXWIRE_INIT") == "1", "run the engine's init as PID 1 (for images without one)")
 	if err := fs.Parse(args); err != nil {

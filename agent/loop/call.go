@@ -23,22 +23,31 @@ const (
 // runCall announces, runs and reports one tool call, and answers it in the
 // history. It never returns without adding the tool message.
 func (l *Loop) runCall(ctx context.Context, conv *Conversation, call ToolCall, emit func(wire.Envelope)) {
-	res := l.Call(ctx, call, emit)
+	res := l.call(ctx, call, emit, true)
 	conv.Append(Message{Role: RoleTool, ToolCallID: call.ID, Content: modelText(res)})
 }
 
-// Call announces, runs and reports one tool call outside any conversation:
-// it emits tool_call, the tool's tool_output chunks and tool_result (without
-// thread, id or seq), and returns the result. The turn uses it for the
-// model's calls; the session uses it for run_tool requests. It blocks until
-// the tool is done or ctx ends (the tool is then stopped).
-func (l *Loop) Call(ctx context.Context, call ToolCall, emit func(wire.Envelope)) tools.Result {
+// Direct announces, runs and reports one tool call that a person asked for
+// (a run_tool request), outside any conversation: it emits tool_call, the
+// tool's tool_output chunks and tool_result (without thread, id or seq), and
+// returns the result. Unlike the model's calls it is not put to
+// Config.Check: the person asking is the one who would approve it (the
+// bridge's enforced egress and credential rules still apply to what it
+// does). It blocks until the tool is done or ctx ends (the tool is then
+// stopped).
+func (l *Loop) Direct(ctx context.Context, call ToolCall, emit func(wire.Envelope)) tools.Result {
+	return l.call(ctx, call, emit, false)
+}
+
+// call announces, runs and reports one tool call; checked puts it to
+// Config.Check first.
+func (l *Loop) call(ctx context.Context, call ToolCall, emit func(wire.Envelope), checked bool) tools.Result {
 	emit(wire.MustNew(wire.TypeToolCall, "", "", wire.ToolCall{
 		CallID:    call.ID,
 		Name:      call.Name,
 		Arguments: argumentsJSON(call.Arguments),
 	}))
-	res := l.execute(ctx, call, emit)
+	res := l.execute(ctx, call, emit, checked)
 	emit(wire.MustNew(wire.TypeToolResult, "", "", wire.ToolResult{
 		CallID:     call.ID,
 		Name:       call.Name,
@@ -56,7 +65,7 @@ func (l *Loop) Call(ctx context.Context, call ToolCall, emit func(wire.Envelope)
 }
 
 // execute runs the call's tool, or explains to the model why it did not.
-func (l *Loop) execute(ctx context.Context, call ToolCall, emit func(wire.Envelope)) tools.Result {
+func (l *Loop) execute(ctx context.Context, call ToolCall, emit func(wire.Envelope), checked bool) tools.Result {
 	tool, ok := l.tools[call.Name]
 	switch {
 	case !ok:
@@ -66,7 +75,7 @@ func (l *Loop) execute(ctx context.Context, call ToolCall, emit func(wire.Envelo
 	case ctx.Err() != nil:
 		return tools.Result{Err: msgInterruptedBefore}
 	}
-	if l.check != nil {
+	if checked && l.check != nil {
 		if ok, reason := l.check(ctx, call); !ok {
 			return tools.Result{Err: msgNotAllowed + reason}
 		}

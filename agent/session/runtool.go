@@ -36,7 +36,7 @@ func (t *thread) runTool(c *conn, id string, req wire.RunTool) {
 			t.mu.Unlock()
 			cancel()
 		}()
-		res := t.s.loop.Call(ctx, call, func(env wire.Envelope) { t.emit(id, env) })
+		res := t.s.loop.Direct(ctx, call, func(env wire.Envelope) { t.emit(id, env) })
 		t.log.Debug("run_tool done", "id", id, "tool", req.Name, "err", res.Err)
 	}()
 }

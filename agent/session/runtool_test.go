@@ -1,6 +1,7 @@
 package session_test
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
 	"time"
@@ -64,5 +65,17 @@ func TestInterruptStopsRunTool(t *testing.T) {
 	res, _ := c.await(wire.TypeToolResult)
 	if r := decode[wire.ToolResult](t, res); r.Error == "" {
 		t.Fatalf("interrupted run has no error: %+v", r)
+	}
+}
+
+// A person's run_tool is not put to the policy check the model's calls get.
+func TestRunToolIsNotChecked(t *testing.T) {
+	refuse := func(context.Context, loop.ToolCall) (bool, string) { return false, "refused by test" }
+	e := newEnv(t, session.Config{Loop: loop.Config{Model: &fakeModel{}, Tools: []tools.Tool{echoTool()}, Check: refuse}})
+	c := e.dial("")
+	c.send(runTool("r1", "echo", `{"y":2}`))
+	res, _ := c.await(wire.TypeToolResult)
+	if r := decode[wire.ToolResult](t, res); r.Error != "" || r.Output != `{"y":2}` {
+		t.Fatalf("run_tool result %+v", r)
 	}
 }

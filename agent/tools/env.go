@@ -64,3 +64,13 @@ func mergeEnv(base, over []string) []string {
 	}
 	return append(env, over...)
 }
+
+// envValue is the value of name in env ("" when unset).
+func envValue(env []string, name string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(env[i], "="); ok && k == name {
+			return v
+		}
+	}
+	return ""
+}

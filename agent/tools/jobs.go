@@ -35,8 +35,11 @@ type jobManager struct {
 	jobs      map[string]*job
 	seq       int
 	closed    bool
-	spare     *spare // a shell waiting for the next command (spare.go)
-	refilling bool   // a spare is being started
+	spares    []*spare      // shells waiting for the next commands (spare.go)
+	stale     []*spare      // spares found stale, to discard
+	home      string        // HOME of commands, for the login files (spare.go)
+	refilling bool          // a spare is being started
+	quit      chan struct{} // closed by Close: a pending refill gives up
 	wg        sync.WaitGroup
 }
 
@@ -258,9 +261,12 @@ func (m *jobManager) trim() {
 // idempotent.
 func (m *jobManager) Close() {
 	m.mu.Lock()
+	if !m.closed {
+		close(m.quit)
+	}
 	m.closed = true
-	spare := m.spare
-	m.spare = nil
+	spares := append(m.spares, m.stale...)
+	m.spares, m.stale = nil, nil
 	all := make([]*job, 0, len(m.jobs))
 	for _, j := range m.jobs {
 		all = append(all, j)
@@ -275,8 +281,8 @@ func (m *jobManager) Close() {
 		}()
 	}
 	wg.Wait()
-	if spare != nil {
-		spare.discard()
+	for _, s := range spares {
+		s.discard()
 	}
 	m.wg.Wait()
 }

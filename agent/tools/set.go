@@ -118,14 +118,17 @@ func New(cfg Config) *Set {
 		outDir = filepath.Clean(cfg.OutputDir)
 	}
 	ws := workspace{root: root, readOnly: outDir}
+	env := childEnv(cfg.Env)
 	jobs := &jobManager{
 		store: &outputStore{dir: outDir, limit: cfg.OutputDirLimit, log: cfg.Logger, inUse: map[string]bool{}},
 		limit: cfg.OutputLimit,
 		grace: cfg.KillGrace,
-		env:   childEnv(cfg.Env),
+		env:   env,
+		home:  envValue(env, "HOME"),
 		cols:  execCols,
 		rows:  execRows,
 		jobs:  map[string]*job{},
+		quit:  make(chan struct{}),
 	}
 	all := []Tool{
 		&execute{ws: ws, jobs: jobs, timeout: cfg.ExecTimeout, maxTimeout: cfg.MaxExecTimeout, inputIdle: cfg.InputIdle},

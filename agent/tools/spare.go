@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/boxwire/boxwire/agent/shell"
 )
@@ -19,20 +22,51 @@ import (
 const spareWrapper = `echo 1000 > /proc/self/oom_score_adj 2>/dev/null; ulimit -c 0 2>/dev/null; ` +
 	`exec bash -l -c 'IFS= read -r -d "" __boxwire_cmd <&3; exec 3<&-; eval "unset __boxwire_cmd; $__boxwire_cmd"'`
 
+// spareDelay is how long after a command ended its successor's shell
+// starts: long enough for the ended command's result to leave first (the
+// sandbox may have a single CPU, and a login shell's start-up would compete
+// with it), short enough to be ready for the model's next call.
+const spareDelay = 20 * time.Millisecond
+
+// maxSpares is how many spare shells wait at most (a few MiB each).
+const maxSpares = 2
+
 // maxSpareEarlyOutput bounds what a spare may print (from its profile)
 // before a command claims it; the claiming job gets it first.
 const maxSpareEarlyOutput = 64 << 10
 
 // spare is a shell started ahead of time, waiting for a command on a pipe.
-// The job manager keeps at most one, started after each foreground command
-// ends, so the next command skips process and login-shell start-up (most of
-// the latency of a small command). It runs a single command, then it is a
-// job like any other.
+// The job manager keeps up to maxSpares, started after a command ends, so
+// the next commands — a model often asks for several in one answer — skip
+// process and login-shell start-up (most of the latency of a small
+// command). A spare runs a single command, then it is a job like any other.
 type spare struct {
-	proc *shell.Process
-	dir  string
-	cmdW *os.File // write end of the spare's fd 3
-	out  *lateWriter
+	proc  *shell.Process
+	dir   string
+	cmdW  *os.File // write end of the spare's fd 3
+	out   *lateWriter
+	stamp string // of the login files when it started (profileStamp)
+}
+
+// loginFiles are what a login bash reads at start. A spare whose files
+// changed since it started (a command edited ~/.profile, say) is not used:
+// the next command must see the profile as it is now. Files those source
+// in turn are not followed.
+var loginFiles = []string{"/etc/profile", "/etc/bash.bashrc", "/etc/profile.d",
+	"~/.bash_profile", "~/.bash_login", "~/.profile", "~/.bashrc"}
+
+// profileStamp summarizes the login files' sizes and modification times.
+func (m *jobManager) profileStamp() string {
+	var b strings.Builder
+	for _, f := range loginFiles {
+		if strings.HasPrefix(f, "~/") {
+			f = filepath.Join(m.home, f[2:])
+		}
+		if fi, err := os.Stat(f); err == nil {
+			fmt.Fprintf(&b, "%s:%d:%d;", f, fi.Size(), fi.ModTime().UnixNano())
+		}
+	}
+	return b.String()
 }
 
 // startSpare launches a spare shell in dir.
@@ -41,7 +75,8 @@ func (m *jobManager) startSpare(dir string) (*spare, error) {
 	if err != nil {
 		return nil, fmt.Errorf("spare shell: %w", err)
 	}
-	defer r.Close() // the child has its own copy
+	defer r.Close()           // the child has its own copy
+	stamp := m.profileStamp() // before the shell reads the files
 	out := &lateWriter{}
 	proc, err := shell.Start(context.Background(), shell.Spec{
 		Command:    []string{"bash", "-c", spareWrapper},
@@ -58,7 +93,7 @@ func (m *jobManager) startSpare(dir string) (*spare, error) {
 		w.Close()
 		return nil, fmt.Errorf("spare shell: %w", err)
 	}
-	return &spare{proc: proc, dir: dir, cmdW: w, out: out}, nil
+	return &spare{proc: proc, dir: dir, cmdW: w, out: out, stamp: stamp}, nil
 }
 
 // claim hands command to the spare and binds its output to j. It fails
@@ -84,22 +119,34 @@ func (s *spare) discard() {
 	_, _ = s.proc.Wait()
 }
 
-// takeSpare returns the spare for dir, if one is ready, and forgets it.
-// Called with m.mu held.
+// takeSpare returns the newest spare for dir whose login files did not
+// change since it started, and forgets it; stale ones are discarded. Called
+// with m.mu held.
 func (m *jobManager) takeSpare(dir string) *spare {
-	s := m.spare
-	if s == nil || s.dir != dir {
-		return nil
+	stamp := ""
+	for i := len(m.spares) - 1; i >= 0; i-- {
+		s := m.spares[i]
+		if s.dir != dir {
+			continue
+		}
+		if stamp == "" {
+			stamp = m.profileStamp()
+		}
+		m.spares = append(m.spares[:i], m.spares[i+1:]...)
+		if s.stamp == stamp {
+			return s
+		}
+		m.stale = append(m.stale, s) // discarded by the next refill, off this path
 	}
-	m.spare = nil
-	return s
+	return nil
 }
 
-// refill starts a new spare for dir in the background unless one exists.
-// The goroutine belongs to the manager's WaitGroup.
+// refill starts spares for dir in the background until maxSpares are
+// ready. The goroutine belongs to the manager's WaitGroup; one runs at a
+// time.
 func (m *jobManager) refill(dir string) {
 	m.mu.Lock()
-	if m.closed || m.spare != nil || m.refilling {
+	if m.closed || len(m.spares) >= maxSpares || m.refilling {
 		m.mu.Unlock()
 		return
 	}
@@ -108,16 +155,37 @@ func (m *jobManager) refill(dir string) {
 	m.mu.Unlock()
 	go func() {
 		defer m.wg.Done()
-		s, err := m.startSpare(dir)
-		m.mu.Lock()
-		m.refilling = false
-		keep := err == nil && !m.closed
-		if keep {
-			m.spare = s
+		select {
+		case <-time.After(spareDelay):
+		case <-m.quit:
+			m.mu.Lock()
+			m.refilling = false
+			m.mu.Unlock()
+			return
 		}
+		m.mu.Lock()
+		stale := m.stale
+		m.stale = nil
 		m.mu.Unlock()
-		if err == nil && !keep {
+		for _, s := range stale {
 			s.discard()
+		}
+		for {
+			s, err := m.startSpare(dir)
+			m.mu.Lock()
+			keep := err == nil && !m.closed
+			if keep {
+				m.spares = append(m.spares, s)
+			}
+			more := keep && len(m.spares) < maxSpares
+			m.refilling = more
+			m.mu.Unlock()
+			if err == nil && !keep {
+				s.discard()
+			}
+			if !more {
+				return
+			}
 		}
 	}()
 }

@@ -63,3 +63,21 @@ func mustExit(t *testing.T, res tools.Result, code int) {
 		t.Fatalf("result %+v: want exit %d", res, code)
 	}
 }
+
+// A spare whose login files changed after it started is not used: two
+// spares wait after the first command, the second command edits the
+// profile, and the third must see the edit.
+func TestStaleSpareIsNotUsed(t *testing.T) {
+	home := t.TempDir()
+	set, _ := newSet(t, tools.Config{Env: []string{"HOME=" + home}})
+	mustExit(t, call(t, set, "execute", map[string]any{"command": "true"}), 0)
+	if tools.SparePID(set, callLimit) == 0 {
+		t.Fatal("no spare shell")
+	}
+	time.Sleep(200 * time.Millisecond) // the second spare
+	mustExit(t, call(t, set, "execute", map[string]any{"command": `echo 'export BW_LATE=yes' >> ~/.profile`}), 0)
+	res := call(t, set, "execute", map[string]any{"command": `echo "[$BW_LATE]"`})
+	if res.Output != "[yes]\n" {
+		t.Fatalf("output %q: a spare started before the profile changed ran the command", res.Output)
+	}
+}

@@ -27,7 +27,7 @@ func openStore(cfg *Config) (*store.Store, error) {
 	if cfg.RetentionInterval <= 0 {
 		cfg.RetentionInterval = defaultRetentionInterval
 	}
-	db, err := store.Open(filepath.Join(cfg.DataDir, StoreFile), store.Options{Retention: cfg.Retention, Logger: cfg.Logger})
+	db, err := store.Open(filepath.Join(cfg.DataDir, StoreFile), store.Options{Retention: cfg.Retention, Logger: cfg.Logger, SyncInterval: cfg.StoreSync})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}

@@ -85,6 +85,9 @@ type Config struct {
 	// MaxStoredOutput caps the tool_output bytes of one call kept in the
 	// log; default DefaultMaxStoredOutput.
 	MaxStoredOutput int
+	// StoreSync is the store's fsync interval (store.Options.SyncInterval):
+	// zero fsyncs every commit before its events are sent.
+	StoreSync time.Duration
 
 	// Egress is the egress allowlist (see egress.ParseRules); empty means
 	// sandboxes get no egress proxy and so no network at all.

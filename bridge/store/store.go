@@ -50,6 +50,14 @@ type Options struct {
 	// QueueEvents bounds the events waiting for the writer; Append blocks
 	// while it is full. Default DefaultQueueEvents.
 	QueueEvents int
+	// SyncInterval chooses durability. Zero: every commit is fsynced before
+	// its events are released (an event a client has seen survives power
+	// loss; each commit costs an fsync, about a millisecond or more). Above
+	// zero: commits are written to the file without waiting for the disk,
+	// and the file is fsynced at most this often — events still survive a
+	// crash or kill -9 of the bridge (they are in the page cache), and power
+	// loss or a kernel crash can lose at most the last interval.
+	SyncInterval time.Duration
 }
 
 // DefaultQueueEvents is the default bound of the writer's queue.
@@ -90,6 +98,7 @@ func Open(path string, opt Options) (*Store, error) {
 	if opt.QueueEvents <= 0 {
 		opt.QueueEvents = DefaultQueueEvents
 	}
+	db.NoSync = opt.SyncInterval > 0
 	s := &Store{db: db, opt: opt, log: opt.Logger}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -104,7 +113,10 @@ func (s *Store) Close() error {
 	var err error
 	s.once.Do(func() {
 		s.w.stop()
-		err = s.db.Close()
+		if s.db.NoSync {
+			err = s.db.Sync()
+		}
+		err = errors.Join(err, s.db.Close())
 	})
 	return err
 }

@@ -27,14 +27,48 @@ type writer struct {
 	cond    *sync.Cond // signalled when the queue changes
 	queue   []item
 	closed  bool
-	stopped chan struct{} // closed when the goroutine returns
+	dirty   bool          // committed since the last fsync (SyncInterval mode)
+	stopped chan struct{} // closed when the goroutines return
+	synced  chan struct{} // closed when the syncer returns
+	quit    chan struct{} // closed by stop: the syncer quits
 }
 
 func (w *writer) start(s *Store) {
 	w.s = s
 	w.cond = sync.NewCond(&w.mu)
 	w.stopped = make(chan struct{})
+	w.synced = make(chan struct{})
+	w.quit = make(chan struct{})
 	go w.run()
+	if s.opt.SyncInterval > 0 {
+		go w.syncer(s.opt.SyncInterval)
+	} else {
+		close(w.synced)
+	}
+}
+
+// syncer fsyncs the file every interval when something was committed since
+// the last time (SyncInterval mode), until stop.
+func (w *writer) syncer(interval time.Duration) {
+	defer close(w.synced)
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-w.quit:
+			return
+		case <-tick.C:
+		}
+		w.mu.Lock()
+		dirty := w.dirty
+		w.dirty = false
+		w.mu.Unlock()
+		if dirty {
+			if err := w.s.db.Sync(); err != nil {
+				w.s.log.Error("sync the store", "err", err)
+			}
+		}
+	}
 }
 
 // Append queues env (which must carry its seq) for the thread and returns
@@ -81,6 +115,8 @@ func (w *writer) stop() {
 	w.cond.Broadcast()
 	w.mu.Unlock()
 	<-w.stopped
+	close(w.quit)
+	<-w.synced
 }
 
 func (w *writer) run() {
@@ -100,6 +136,9 @@ func (w *writer) run() {
 			if err != nil {
 				w.s.log.Error("store events", "events", len(batch), "err", err)
 			}
+			w.mu.Lock()
+			w.dirty = true
+			w.mu.Unlock()
 			for _, it := range batch {
 				if it.flush != nil {
 					close(it.flush)
