@@ -6,10 +6,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 work=$(mktemp -d /tmp/bwdemo.XXXXXX)
+export BOXWIRE_BRIDGE_ID="demo-$RANDOM$RANDOM"
 pids=()
 cleanup() {
   for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
   for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  # A stopped bridge leaves its sandboxes for the next start to adopt; the
+  # demo's bridge does not come back, so remove everything it made.
+  build/bridge gc --id "$BOXWIRE_BRIDGE_ID" --data-dir "$work/data" >/dev/null 2>&1 || true
   rm -rf "$work"
 }
 trap cleanup EXIT

@@ -189,3 +189,23 @@ func freshTermios(t *testing.T) *unix.Termios {
 func termiosString(t *unix.Termios) string {
 	return fmt.Sprintf("iflag %#x oflag %#x cflag %#x lflag %#x cc %v", t.Iflag, t.Oflag, t.Cflag, t.Lflag, t.Cc)
 }
+
+// /shell inside the chat: the shell gets the keys while attached, and after
+// the detach key the chat's line editor gets every key again — none is
+// swallowed by a read the shell left behind.
+func TestTerminalFromChat(t *testing.T) {
+	e := newEnv(t, helloScript)
+	e.startBridge()
+	p := e.startPTYEnv(e.colorEnv(t.TempDir()), "--url", e.bridge.url) // a terminal with the line editor
+	p.expect("thread t_", termTimeout)
+	p.expect("› ", termTimeout)
+	p.send("/shell\r")
+	p.expect("boxwire@", termTimeout) // the shell's prompt
+	p.send("echo in-shell-$((2+3))\r")
+	p.expect("in-shell-5", termTimeout)
+	p.send("\x1dq")
+	p.expect("detached from", termTimeout)
+	p.expect("› ", termTimeout) // the chat's prompt is back
+	p.send("hello from the chat\r")
+	p.expect("now says hello", termTimeout) // helloScript's answer to a "hello" turn
+}

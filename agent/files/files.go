@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -52,8 +53,14 @@ func New(cfg Config) *Handler {
 	return &Handler{cfg: cfg, log: log.With("component", "files")}
 }
 
+// drainLimit bounds how much of a request body left unread (an upload
+// refused early) is read and discarded before the answer goes out, so that
+// a client still sending it gets the answer rather than a broken pipe.
+const drainLimit = 64 << 20
+
 // ServeHTTP uploads on PUT (and POST) and downloads on GET.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer func() { _, _ = io.Copy(io.Discard, io.LimitReader(r.Body, drainLimit)) }()
 	root, err := os.OpenRoot(h.cfg.Workspace)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, wire.CodeInternal, fmt.Sprintf("open workspace: %v", err))

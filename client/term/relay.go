@@ -6,6 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/boxwire/boxwire/bridge/wire"
 )
@@ -37,10 +41,20 @@ func (r *relay) run(ctx context.Context) (int, string) {
 	}
 	keys := make(chan []byte)
 	quit := make(chan struct{})
-	defer close(quit)
+	readerDone := make(chan struct{})
+	_, isFile := r.o.In.(*os.File)
+	defer func() {
+		close(quit)
+		if isFile { // it polls, so it ends within pollEvery: wait, so that
+			<-readerDone // the next reader of the terminal gets every key
+		}
+	}()
 	// Ends at In's EOF or error, or at the next chunk after run returns;
-	// a Read in progress cannot be cancelled (see Options.In).
-	go readKeys(r.o.In, keys, quit)
+	// a Read in progress on a non-file cannot be cancelled (see Options.In).
+	go func() {
+		defer close(readerDone)
+		readKeys(r.o.In, keys, quit)
+	}()
 	for {
 		select {
 		case chunk, ok := <-keys:
@@ -193,7 +207,16 @@ func readKeys(in io.Reader, keys chan<- []byte, quit <-chan struct{}) {
 		<-quit
 		return
 	}
+	f, isFile := in.(*os.File)
 	for {
+		if isFile && !readable(f, quit) {
+			return // quit: no Read is left blocked on the file
+		}
+		select {
+		case <-quit:
+			return // detached meanwhile: leave the keys to the next reader
+		default:
+		}
 		buf := make([]byte, 4096)
 		n, err := in.Read(buf)
 		if n > 0 {
@@ -205,6 +228,28 @@ func readKeys(in io.Reader, keys chan<- []byte, quit <-chan struct{}) {
 		}
 		if err != nil {
 			return
+		}
+	}
+}
+
+// pollEvery bounds how long readable waits before it looks at quit again.
+const pollEvery = 50 * time.Millisecond
+
+// readable waits until f has input (true) or quit is closed (false). A
+// terminal read cannot be cancelled, so polling first is what keeps a
+// detached shell from leaving a Read that would steal the chat's next
+// keystrokes.
+func readable(f *os.File, quit <-chan struct{}) bool {
+	fds := []unix.PollFd{{Fd: int32(f.Fd()), Events: unix.POLLIN}}
+	for {
+		select {
+		case <-quit:
+			return false
+		default:
+		}
+		n, err := unix.Poll(fds, int(pollEvery/time.Millisecond))
+		if err == nil && n > 0 || err != nil && err != unix.EINTR {
+			return true // readable, or let Read report the error
 		}
 	}
 }
