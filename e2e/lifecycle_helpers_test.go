@@ -278,7 +278,7 @@ func ensureRunsc(t *testing.T) {
 		runtimes = map[string]any{}
 	}
 	runtimes["runsc"] = map[string]any{"path": path,
-		"runtimeArgs": []string{"--platform=ptrace", "--network=none", "--host-uds=open"}}
+		"runtimeArgs": []string{"--platform=ptrace", "--network=none", "--host-uds=all"}}
 	cfg["runtimes"] = runtimes
 	raw, _ := json.MarshalIndent(cfg, "", "  ")
 	if err := os.WriteFile(daemonJSON, raw, 0o644); err != nil {

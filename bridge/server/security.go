@@ -60,16 +60,19 @@ func StrictPosture() *PosturePolicy {
 
 // ForRuntime returns the policy for a sandbox run by the OCI runtime rt
 // ("" is the engine's default): pol itself, or for "runsc" a copy that
-// does not require seccomp. Each sandbox is checked under its own runtime,
-// so a thread that asks for runsc on a runc bridge is not refused for the
-// filter runsc cannot show, and a runc thread on a runsc bridge still
-// needs one. A nil policy stays nil.
+// requires only what gVisor's kernel can show from inside. gVisor ignores
+// the engine's seccomp option (it filters in its own kernel), reports
+// NoNewPrivs as 0, and keeps the container's cgroup limits on the host,
+// outside its view; those are applied by the engine all the same. Each
+// sandbox is checked under its own runtime, so a thread that asks for runsc
+// on a runc bridge is not refused for what runsc cannot show, and a runc
+// thread on a runsc bridge still needs all of it. A nil policy stays nil.
 func (pol *PosturePolicy) ForRuntime(rt string) *PosturePolicy {
 	if pol == nil || rt != "runsc" {
 		return pol
 	}
 	p := *pol
-	p.Seccomp = false
+	p.Seccomp, p.NoNewPrivs, p.Limits = false, false, false
 	return &p
 }
 

@@ -18,6 +18,8 @@ func TestPostureForRuntime(t *testing.T) {
 		Seccomp: 2, ReadOnlyRoot: true, PidsMax: 512, MemoryMaxBytes: 1 << 30}
 	noFilter := strong
 	noFilter.Seccomp = 0
+	gvisor := noFilter // what runsc shows from inside
+	gvisor.NoNewPrivs, gvisor.PidsMax, gvisor.MemoryMaxBytes = false, 0, 0
 	root := strong
 	root.UID = 0
 	cases := []struct {
@@ -31,6 +33,8 @@ func TestPostureForRuntime(t *testing.T) {
 		{"runc without filter", server.StrictPosture(), "runc", &noFilter, "seccomp mode 0"},
 		{"default runtime without filter", server.StrictPosture(), "", &noFilter, "seccomp mode 0"},
 		{"runsc without filter", server.StrictPosture(), "runsc", &noFilter, ""},
+		{"runsc as gVisor shows it", server.StrictPosture(), "runsc", &gvisor, ""},
+		{"runc as gVisor would show it", server.StrictPosture(), "", &gvisor, "no_new_privs"},
 		{"runsc still needs the rest", server.StrictPosture(), "runsc", &root, "runs as uid 0"},
 		{"no posture reported", server.StrictPosture(), "runsc", nil, "reported no posture"},
 		{"nil policy", nil, "runsc", nil, ""},
