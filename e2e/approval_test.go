@@ -193,4 +193,25 @@ func TestApprovals(t *testing.T) {
 			t.Errorf("tool events do not show masked output:\n%s", out)
 		}
 	})
+
+	// The real client binary answers for its user: --auto-approve lets the
+	// push through with the host-held credential, --auto-deny stops it.
+	t.Run("client binary", func(t *testing.T) {
+		before := len(r.plain.got("/plain"))
+		out, errOut, code := r.e.runClient("--url", r.e.bridge.url, "--auto-approve", "-m", "push plain")
+		if code != 0 {
+			t.Fatalf("client --auto-approve exited %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+		}
+		got := r.plain.got("/plain")
+		if len(got) != before+1 || got[len(got)-1].auth != r.secret {
+			t.Fatalf("after --auto-approve the server got %d requests (had %d)", len(got), before)
+		}
+		out, errOut, _ = r.e.runClient("--url", r.e.bridge.url, "--auto-deny", "-m", "push plain")
+		if n := len(r.plain.got("/plain")); n != before+1 {
+			t.Fatalf("after --auto-deny the server got a push\nstdout:\n%s\nstderr:\n%s", out, errOut)
+		}
+		if !strings.Contains(out+errOut, "refused") {
+			t.Errorf("the denied push's refusal is not shown:\nstdout:\n%s\nstderr:\n%s", out, errOut)
+		}
+	})
 }
