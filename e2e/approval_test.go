@@ -213,5 +213,17 @@ func TestApprovals(t *testing.T) {
 		if !strings.Contains(out+errOut, "refused") {
 			t.Errorf("the denied push's refusal is not shown:\nstdout:\n%s\nstderr:\n%s", out, errOut)
 		}
+
+		// Interactive: the chat shows the request and asks; "y" approves.
+		before = len(r.plain.got("/plain"))
+		p := r.e.startPTYEnv(r.e.colorEnv(t.TempDir()), "--url", r.e.bridge.url)
+		p.expect("› ", startTimeout)
+		p.send("push plain\r")
+		p.expect("approve? [y/N]", turnTimeout)
+		p.send("y\r")
+		p.expect("done", turnTimeout)
+		if n := len(r.plain.got("/plain")); n != before+1 {
+			t.Fatalf("after answering y the server got %d requests (had %d)", n, before)
+		}
 	})
 }
