@@ -1,8 +1,10 @@
 package e2e_test
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -224,6 +226,25 @@ func TestApprovals(t *testing.T) {
 		p.expect("done", turnTimeout)
 		if n := len(r.plain.got("/plain")); n != before+1 {
 			t.Fatalf("after answering y the server got %d requests (had %d)", n, before)
+		}
+
+		// --json: the request is printed as a JSON line and a verdict line
+		// read from stdin answers it.
+		before = len(r.plain.got("/plain"))
+		ctx, cancel := context.WithTimeout(context.Background(), turnTimeout)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, clientBinary(t), "--url", r.e.bridge.url, "--json", "-m", "push plain")
+		cmd.Env = r.e.clientEnv()
+		cmd.Stdin = strings.NewReader(`{"verdict":"approve"}` + "\n")
+		jsonOut, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("client --json: %v\n%s", err, jsonOut)
+		}
+		if !strings.Contains(string(jsonOut), `"type":"approval_request"`) {
+			t.Errorf("no approval_request line in --json output:\n%s", jsonOut)
+		}
+		if n := len(r.plain.got("/plain")); n != before+1 {
+			t.Fatalf("after a JSON verdict the server got %d requests (had %d)", n, before)
 		}
 	})
 }
