@@ -61,16 +61,10 @@ func (t *thread) replace(why wire.SandboxExited) error {
 		conn.Close()
 		return err
 	}
-	l := newLink(conn)
-	t.mu.Lock()
-	if t.closing {
-		t.mu.Unlock()
-		conn.Close()
-		return errors.New("thread closed")
+	l, err := t.installLink(conn)
+	if err != nil {
+		return err
 	}
-	t.agent = conn // no writeAgent runs now
-	t.link = l
-	t.mu.Unlock()
 	t.log.Info("sandbox replaced", "sandbox", sb.ID, "reason", why.Reason, "history_events", n)
 	t.publish(wire.MustNew(wire.TypeSandboxReplaced, t.id, "", wire.SandboxReplaced{
 		Reason: why.Reason, SandboxID: sb.ID, Restored: n,
@@ -109,16 +103,10 @@ func (t *thread) reconnect() error {
 		t.log.Warn("agent of the running sandbox did not answer again", "err", err)
 		return err
 	}
-	l := newLink(conn)
-	t.mu.Lock()
-	if t.closing {
-		t.mu.Unlock()
-		conn.Close()
-		return errors.New("thread closed")
+	l, err := t.installLink(conn)
+	if err != nil {
+		return err
 	}
-	t.agent = conn // no writeAgent runs now
-	t.link = l
-	t.mu.Unlock()
 	t.log.Warn("agent connection lost while its sandbox runs; greeted it again")
 	t.startLink(l)
 	return nil
@@ -174,4 +162,21 @@ func (t *thread) sendHistory(conn *websocket.Conn) (int, error) {
 		return sent, fmt.Errorf("send history: %w", err)
 	}
 	return sent, nil
+}
+
+// installLink makes conn the thread's agent connection, unless the thread
+// is closing (conn is then closed). The caller starts the link once it has
+// said what happened. It runs where no writeAgent runs (replace,
+// reconnect).
+func (t *thread) installLink(conn *websocket.Conn) (*agentLink, error) {
+	l := newLink(conn)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closing {
+		conn.Close()
+		return nil, errors.New("thread closed")
+	}
+	t.agent = conn
+	t.link = l
+	return l, nil
 }

@@ -27,16 +27,7 @@ func ExportEvents(ctx context.Context, cfg Config, id string, after uint64, w io
 	if err != nil {
 		return 0, fmt.Errorf("export %s: %w", id, err)
 	}
-	if cfg.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+cfg.Token)
-	}
-	client := http.DefaultClient
-	if ep.dial != nil {
-		tr := &http.Transport{DialContext: ep.dial, DisableKeepAlives: true}
-		defer tr.CloseIdleConnections()
-		client = &http.Client{Transport: tr}
-	}
-	resp, err := client.Do(req)
+	resp, err := ep.do(req, cfg.Token)
 	if err != nil {
 		return 0, fmt.Errorf("export %s: %w", id, err)
 	}

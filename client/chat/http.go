@@ -107,16 +107,7 @@ func DeleteThread(ctx context.Context, cfg Config, id string) error {
 	if err != nil {
 		return fmt.Errorf("delete thread %s: %w", id, err)
 	}
-	if cfg.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+cfg.Token)
-	}
-	client := http.DefaultClient
-	if ep.dial != nil {
-		tr := &http.Transport{DialContext: ep.dial, DisableKeepAlives: true}
-		defer tr.CloseIdleConnections()
-		client = &http.Client{Transport: tr}
-	}
-	resp, err := client.Do(req)
+	resp, err := ep.do(req, cfg.Token)
 	if err != nil {
 		return fmt.Errorf("delete thread %s: %w", id, err)
 	}
@@ -142,16 +133,7 @@ func ListThreads(ctx context.Context, cfg Config) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list threads: %w", err)
 	}
-	if cfg.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+cfg.Token)
-	}
-	client := http.DefaultClient
-	if ep.dial != nil {
-		tr := &http.Transport{DialContext: ep.dial, DisableKeepAlives: true}
-		defer tr.CloseIdleConnections()
-		client = &http.Client{Transport: tr}
-	}
-	resp, err := client.Do(req)
+	resp, err := ep.do(req, cfg.Token)
 	if err != nil {
 		return nil, fmt.Errorf("list threads: %w", err)
 	}
@@ -164,4 +146,18 @@ func ListThreads(ctx context.Context, cfg Config) ([]byte, error) {
 		return nil, fmt.Errorf("list threads: %w", err)
 	}
 	return body, nil
+}
+
+// do sends req with the bearer token, over the endpoint's own dialer when
+// it has one (a unix socket). Connections are not kept: these calls are
+// rare, and nothing is left open when they are done.
+func (ep endpoint) do(req *http.Request, token string) (*http.Response, error) {
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	client := http.DefaultClient
+	if ep.dial != nil {
+		client = &http.Client{Transport: &http.Transport{DialContext: ep.dial, DisableKeepAlives: true}}
+	}
+	return client.Do(req)
 }
