@@ -12,10 +12,8 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/boxwire/boxwire/agent/files"
 	"github.com/boxwire/boxwire/agent/loop"
@@ -38,41 +36,28 @@ func main() {
 	}
 }
 
-// run parses flags (defaults from getenv), then serves until ctx ends.
+// run parses flags (defaults from getenv, options.go), then serves until
+// ctx ends.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	env := func(key, def string) string {
-		if v := getenv(key); v != "" {
-			return v
-		}
-		return def
-	}
-	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	listen := fs.String("listen", env("BOXWIRE_LISTEN", "0.0.0.0:8080"), "unix:/path or host:port ($BOXWIRE_LISTEN)")
-	token := fs.String("token", getenv("BOXWIRE_TOKEN"), "bearer token clients must send; required on TCP ($BOXWIRE_TOKEN)")
-	workspace := fs.String("workspace", env("BOXWIRE_WORKSPACE", "/workspace"), "the directory the tools work in ($BOXWIRE_WORKSPACE)")
-	model := fs.String("model", env("BOXWIRE_MODEL", loop.DefaultModel), "model name ($BOXWIRE_MODEL)")
-	llmSocket := fs.String("llm-socket", getenv("BOXWIRE_LLM_SOCKET"), "unix socket of the bridge's LLM proxy ($BOXWIRE_LLM_SOCKET)")
-	termIdle := fs.Duration("terminal-idle", envDuration(getenv, "BOXWIRE_TERMINAL_IDLE", terminal.DefaultIdleTimeout), "close a terminal session after this long without watchers, input or output ($BOXWIRE_TERMINAL_IDLE)")
-	showVersion := fs.Bool("version", false, "print the version and exit")
-	if err := fs.Parse(args); err != nil {
+	o, err := parseOptions(args, getenv, stderr)
+	if err != nil {
 		return err
 	}
 	software := "boxwire-agent/" + version
-	if *showVersion {
+	if o.showVersion {
 		fmt.Fprintln(stdout, software)
 		return nil
 	}
-	if !strings.HasPrefix(*listen, "unix:") && *token == "" {
-		return fmt.Errorf("listening on TCP %s needs a token: set --token or BOXWIRE_TOKEN", *listen)
+	if !strings.HasPrefix(o.listen, "unix:") && o.token == "" {
+		return fmt.Errorf("listening on TCP %s needs a token: set --token or BOXWIRE_TOKEN", o.listen)
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
 
-	llm := loop.OpenAIConfig{BaseURL: getenv("OPENAI_BASE_URL"), APIKey: getenv("OPENAI_API_KEY"), Model: *model}
+	llm := loop.OpenAIConfig{BaseURL: getenv("OPENAI_BASE_URL"), APIKey: getenv("OPENAI_API_KEY"), Model: o.model}
 	tok := &llmToken{} // this sandbox's proxy token, not a model key (llmtoken.go)
-	if *llmSocket != "" {
+	if o.llmSocket != "" {
 		tok.set(getenv("BOXWIRE_LLM_TOKEN")) // pooled sandboxes get theirs from the bridge's claim
-		llm.HTTPClient = tok.client(loop.UnixSocketClient(*llmSocket))
+		llm.HTTPClient = tok.client(loop.UnixSocketClient(o.llmSocket))
 	}
 	egressEnv, stopEgress, err := startEgress(ctx, getenv("BOXWIRE_EGRESS_SOCKET"), log)
 	if err != nil {
@@ -85,43 +70,30 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	pos := posture.Read()
 	log.Info("posture", "posture", pos)
-	toolSet := tools.New(tools.Config{Workspace: *workspace, Logger: log, Env: egressEnv})
+	toolCfg := o.tools // the limits; the rest is filled in here
+	toolCfg.Workspace, toolCfg.Logger, toolCfg.Env = o.workspace, log, egressEnv
+	toolSet := tools.New(toolCfg)
 	defer toolSet.Close() // kills background jobs after the server stopped
 	srv := session.New(session.Config{
-		Loop:     loop.Config{Model: loop.NewOpenAI(llm), Tools: toolSet.All(), Workspace: *workspace},
-		Token:    *token,
+		Loop: loop.Config{
+			Model: loop.NewOpenAI(llm), Tools: toolSet.All(), Workspace: o.workspace,
+			MaxSteps: o.loop.MaxSteps, Budget: o.loop.Budget,
+		},
+		Token:    o.token,
 		Software: software,
 		Logger:   log,
 		Posture:  &pos,
 		Claim:    tok.set,
-		Terminal: terminal.Config{IdleTimeout: *termIdle, Env: egressEnv}, // terminals get the egress proxy too
-		Files:    files.New(files.Config{Workspace: *workspace, MaxFileBytes: maxFileBytes(getenv), Logger: log}),
+		Terminal: terminal.Config{IdleTimeout: o.termIdle, Env: egressEnv}, // terminals get the egress proxy too
+		Files:    files.New(files.Config{Workspace: o.workspace, MaxFileBytes: o.maxFileBytes, Logger: log}),
 	})
-	ln, err := session.Listen(*listen)
+	ln, err := session.Listen(o.listen)
 	if err != nil {
 		return err
 	}
-	log.Info("agent listening", "addr", *listen, "version", version, "workspace", *workspace, "llm", llm, "llm_socket", *llmSocket)
+	log.Info("agent listening", "addr", o.listen, "version", version, "workspace", o.workspace, "llm", llm, "llm_socket", o.llmSocket,
+		"max_steps", o.loop.MaxSteps, "context_budget", o.loop.Budget, "output_limit", o.tools.OutputLimit)
 	err = srv.Run(ctx, ln)
 	log.Info("agent stopped", "err", err)
 	return err
-}
-
-// envDuration reads a duration from key, or def when unset or invalid.
-func envDuration(getenv func(string) string, key string, def time.Duration) time.Duration {
-	d, err := time.ParseDuration(getenv(key))
-	if err != nil || d <= 0 {
-		return def
-	}
-	return d
-}
-
-// maxFileBytes reads BOXWIRE_MAX_FILE_BYTES, the largest file an upload may
-// write (files.DefaultMaxFileBytes when unset or not a positive number).
-func maxFileBytes(getenv func(string) string) int64 {
-	n, err := strconv.ParseInt(getenv("BOXWIRE_MAX_FILE_BYTES"), 10, 64)
-	if err != nil || n <= 0 {
-		return files.DefaultMaxFileBytes
-	}
-	return n
 }

@@ -59,12 +59,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, log *sl
 		Logger: log, Software: "boxwire-bridge/" + version,
 		Images: o.images, Runtime: o.runtime, Runtimes: o.runtimes, MaxSandboxes: o.maxSandboxes, Pool: o.pool, PoolIdle: o.poolIdle,
 		IdleTTL: o.idleTTL, MaxLifetime: o.maxLifetime, ReapInterval: o.reapInterval,
+		ThreadTTL: o.threadTTL, RecycleGrace: o.recycleGrace,
 		MaxUploadBytes: o.maxUpload,
 		Retention:      o.retention, MaxStoredOutput: o.logOutputCap, StoreSync: o.storeSync,
 	}
 	if err := applySecurity(&cfg, getenv); err != nil {
 		return err
 	}
+	cfg.EgressThreadMax = o.egressThreadMax // docs/egress-thread.md
 	if err := applyApprovals(&cfg, o.policy, getenv); err != nil {
 		return err
 	}
@@ -108,6 +110,7 @@ func runGC(ctx context.Context, args []string, getenv func(string) string, log *
 	if err != nil {
 		return err
 	}
+	o.workspaceSize = 0 // gc makes no workspace: no loop device check
 	mgr, err := connect(ctx, o, getenv, log)
 	if err != nil {
 		return err
@@ -120,8 +123,9 @@ func runGC(ctx context.Context, args []string, getenv func(string) string, log *
 		}
 	}
 	n, v, err := server.Collect(ctx, mgr, id, o.dataDir)
-	log.Info("gc done", "bridge_id", id, "sandboxes_removed", n, "volumes_removed", v)
-	return err
+	w, werr := mgr.CollectWorkspaces(ctx) // images no volume names
+	log.Info("gc done", "bridge_id", id, "sandboxes_removed", n, "volumes_removed", v, "workspace_images_removed", w)
+	return errors.Join(err, werr)
 }
 
 // connect makes the sandbox manager and checks that the engine answers.
@@ -139,6 +143,10 @@ func connect(ctx context.Context, o options, getenv func(string) string, log *sl
 	if err := mgr.Ping(pctx); err != nil {
 		mgr.Close()
 		return nil, fmt.Errorf("the container engine is not reachable (is Docker running? DOCKER_HOST=%q): %w", getenv("DOCKER_HOST"), err)
+	}
+	if err := mgr.CheckWorkspaces(pctx); err != nil {
+		mgr.Close()
+		return nil, fmt.Errorf("--workspace-size (%d bytes) needs loop devices, mkfs.ext4, debugfs and losetup, as root on the engine's host (or set --workspace-size 0 for an uncapped workspace): %w", o.workspaceSize, err)
 	}
 	return mgr, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -25,12 +26,17 @@ type options struct {
 	poolIdle                                 time.Duration // empty an unused pool after this long
 	maxUpload                                int64         // bytes of one file upload request (0: server default)
 	idleTTL, maxLifetime, reapInterval       time.Duration
+	threadTTL, recycleGrace                  time.Duration // suspended-thread retention; wait for work before a recycle
 	limits                                   sandbox.Limits
 	init                                     bool
 	policy                                   string // approval policy file (approvals.go)
 	retention                                store.Retention
 	logOutputCap                             int // tool_output bytes of one call kept in the log (0: server default)
 	storeSync                                time.Duration
+	workspaceSize                            int64 // workspace volume cap in bytes (0: uncapped)
+
+	// egressThreadMax: rules a thread's own egress rules must fall within (docs/egress-thread.md)
+	egressThreadMax []string
 }
 
 // parseOptions reads args (after any subcommand) with defaults from getenv.
@@ -51,8 +57,10 @@ func parseOptions(name string, args []string, getenv func(string) string) (optio
 	fs.IntVar(&o.pool, "pool", envInt(getenv, "BOXWIRE_POOL", 0), "started sandboxes kept ready per image for new threads (0: off)")
 	fs.DurationVar(&o.poolIdle, "pool-idle", envDur(getenv, "BOXWIRE_POOL_IDLE", 10*time.Minute), "empty an image's warm pool nobody took from for this long")
 	fs.IntVar(&o.maxSandboxes, "max-sandboxes", envInt(getenv, "BOXWIRE_MAX_SANDBOXES", 20), "most live sandboxes (0: no bound)")
-	fs.DurationVar(&o.idleTTL, "idle-ttl", envDur(getenv, "BOXWIRE_IDLE_TTL", 30*time.Minute), "remove a sandbox unused this long")
-	fs.DurationVar(&o.maxLifetime, "max-lifetime", envDur(getenv, "BOXWIRE_MAX_LIFETIME", 24*time.Hour), "remove a sandbox this long after creation")
+	fs.DurationVar(&o.idleTTL, "idle-ttl", envDur(getenv, "BOXWIRE_IDLE_TTL", 30*time.Minute), "suspend a sandbox unused this long (the thread stays; the next attach starts a new sandbox)")
+	fs.DurationVar(&o.maxLifetime, "max-lifetime", envDur(getenv, "BOXWIRE_MAX_LIFETIME", 24*time.Hour), "replace a sandbox this long after creation (same workspace, conversation kept)")
+	fs.DurationVar(&o.threadTTL, "thread-ttl", envDur(getenv, "BOXWIRE_THREAD_TTL", 72*time.Hour), "remove a suspended thread (idle: no sandbox) with its log and workspace this long after it was suspended")
+	fs.DurationVar(&o.recycleGrace, "recycle-grace", envDur(getenv, "BOXWIRE_RECYCLE_GRACE", 5*time.Minute), "how long a sandbox past its max lifetime waits for its running turn or tool call before it is replaced anyway")
 	fs.DurationVar(&o.reapInterval, "reap-interval", envDur(getenv, "BOXWIRE_REAP_INTERVAL", 0), "how often to look for expired sandboxes (default: min(30s, idle-ttl/4))")
 	fs.Int64Var(&o.limits.PidsLimit, "pids-limit", int64(envInt(getenv, "BOXWIRE_PIDS_LIMIT", 512)), "processes per sandbox")
 	fs.Int64Var(&o.limits.MemoryBytes, "memory", int64(envInt(getenv, "BOXWIRE_MEMORY_BYTES", 2<<30)), "memory limit per sandbox in bytes")
@@ -60,16 +68,26 @@ func parseOptions(name string, args []string, getenv func(string) string) (optio
 	fs.Int64Var(&o.limits.TmpfsBytes, "tmpfs", int64(envInt(getenv, "BOXWIRE_TMPFS_BYTES", 256<<20)), "size of /tmp per sandbox in bytes")
 	fs.Int64Var(&o.maxUpload, "max-upload", int64(envInt(getenv, "BOXWIRE_MAX_UPLOAD_BYTES", 0)), "largest file upload request in bytes (0: 8 GiB)")
 	fs.StringVar(&o.policy, "policy", getenv("BOXWIRE_POLICY"), "approval policy JSON file (docs/approvals.md)")
+	egressThreadMax := fs.String("egress-thread-max", getenv("BOXWIRE_EGRESS_THREAD_MAX"), "comma-separated egress rules a thread's own rules must fall within (empty: threads may ask for none)")
 	fs.DurationVar(&o.retention.MaxAge, "retain-age", envDur(getenv, "BOXWIRE_RETAIN_AGE", 0), "delete a thread and its log this long after its newest event, unless live (0: keep)")
 	fs.IntVar(&o.retention.MaxEvents, "retain-events", envInt(getenv, "BOXWIRE_RETAIN_EVENTS", 0), "keep at most this many newest events per thread (0: all)")
 	fs.Int64Var(&o.retention.MaxBytes, "retain-bytes", int64(envInt(getenv, "BOXWIRE_RETAIN_BYTES", 0)), "keep about this many bytes of newest events per thread (0: all)")
 	fs.DurationVar(&o.storeSync, "store-sync", envDur(getenv, "BOXWIRE_STORE_SYNC", 100*time.Millisecond), "fsync the event store at most this often; 0: before every event is sent (slower; survives power loss)")
 	fs.IntVar(&o.logOutputCap, "log-output-cap", envInt(getenv, "BOXWIRE_LOG_OUTPUT_CAP", 0), "tool_output bytes of one call kept in the log; the rest stays in the sandbox's output file (0: 256 KiB)")
 	fs.BoolVar(&o.init, "init", getenv("BOXWIRE_INIT") == "1", "run the engine's init as PID 1 (for images without one)")
+	wsSize := fs.String("workspace-size", env("BOXWIRE_WORKSPACE_SIZE", "10GiB"), "size cap of each /workspace, e.g. 10GiB (a sparse ext4 image on a loop device; needs root on the engine's host); 0: uncapped")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
+	var err error
+	if o.workspaceSize, err = sandbox.ParseSize(*wsSize); err != nil {
+		return o, fmt.Errorf("--workspace-size: %w", err)
+	}
+	if o.workspaceSize > 0 && o.workspaceSize < sandbox.MinWorkspaceBytes {
+		return o, fmt.Errorf("--workspace-size %s: want 0 (uncapped) or at least %d MiB", *wsSize, sandbox.MinWorkspaceBytes>>20)
+	}
 	o.images, o.runtimes = splitList(*images), splitList(*runtimes)
+	o.egressThreadMax = splitList(*egressThreadMax)
 	o.limits.NanoCPUs = int64(*cpus * 1e9)
 	return o, nil
 }
@@ -77,7 +95,8 @@ func parseOptions(name string, args []string, getenv func(string) string) (optio
 // docker is the sandbox manager's configuration.
 func (o options) docker(getenv func(string) string, log *slog.Logger) (sandbox.DockerConfig, error) {
 	cfg := sandbox.DockerConfig{Host: getenv("DOCKER_HOST"), Logger: log.With("component", "sandbox"),
-		Defaults: o.limits, Runtime: o.runtime, Init: o.init}
+		Defaults: o.limits, Runtime: o.runtime, Init: o.init,
+		Workspace: sandbox.WorkspaceConfig{Dir: filepath.Join(o.dataDir, "workspaces"), Bytes: o.workspaceSize}}
 	switch o.seccomp {
 	case "builtin", "":
 		p, err := sandbox.SeccompProfile()

@@ -44,6 +44,8 @@ func run(args []string, stdin *os.File, stdout, stderr *os.File) int {
 	autoDeny := fs.Bool("auto-deny", false, "deny every approval request without asking")
 	seed := fs.String("seed", "", "upload this local file or folder into the workspace before the first turn")
 	verbose := fs.Bool("v", false, "log connection details to stderr")
+	var create createFlags
+	create.register(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return cli.ExitOK
@@ -70,6 +72,14 @@ func run(args []string, stdin *os.File, stdout, stderr *os.File) int {
 		URL:    firstSet(*url, os.Getenv("BOXWIRE_URL"), file.URL),
 		Token:  firstSet(*token, os.Getenv("BOXWIRE_TOKEN"), file.Token),
 		Thread: *thread,
+	}
+	if cfg.Create, err = create.request(); err != nil {
+		fmt.Fprintln(stderr, "boxwire:", err)
+		return cli.ExitUsage
+	}
+	if cfg.Create != nil && cfg.Thread != "" {
+		fmt.Fprintln(stderr, "boxwire: --thread attaches to an existing thread; the new-thread flags (--image, --runtime, --assistant, --ttl, --egress, --policy) cannot apply to it")
+		return cli.ExitUsage
 	}
 	var logOut io.Writer = io.Discard
 	if *verbose {

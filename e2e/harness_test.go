@@ -108,7 +108,8 @@ func newEnv(t *testing.T, script string) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(e.dataDir) })
-	e.engine, err = sandbox.NewDocker(sandbox.DockerConfig{})
+	// Knows the workspace folder: RemoveVolume deletes a capped volume's image.
+	e.engine, err = sandbox.NewDocker(sandbox.DockerConfig{Workspace: sandbox.WorkspaceConfig{Dir: workspaceDir(e.dataDir)}})
 	if err != nil {
 		t.Fatalf("engine client: %v", err)
 	}
@@ -264,6 +265,11 @@ func (e *env) removeLeftovers() {
 			e.engine.RemoveVolume(ctx, "boxwire-ws-"+th)
 		}
 	}
+	vols, _ := e.engine.ListVolumes(ctx, map[string]string{"boxwire.owner": e.id})
+	for _, v := range vols {
+		e.engine.RemoveVolume(ctx, v) // and its workspace image and loop device
+	}
+	e.engine.CollectWorkspaces(ctx)
 }
 
 // session is one client connection.

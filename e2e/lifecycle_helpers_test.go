@@ -102,6 +102,9 @@ func (e *env) assertClean() {
 	if v := e.volumes(); len(v) != 0 {
 		e.t.Errorf("labelled volumes left: %v", v)
 	}
+	if w := e.workspaceLeftovers(); len(w) != 0 { // workspace_helpers_test.go
+		e.t.Errorf("workspace images or loop devices left: %v", w)
+	}
 }
 
 // cleanAtEnd stops the bridge (if running), runs gc and asserts that

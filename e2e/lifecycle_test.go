@@ -93,28 +93,38 @@ func TestAssistantScopeSharedByTwoThreads(t *testing.T) {
 	}
 }
 
-// The maximum lifetime removes a sandbox in use and tells its client why;
-// the idle TTL removes one nobody uses.
+// The maximum lifetime recycles a sandbox in use — a new container for the
+// same thread, its client told why — and the idle TTL suspends a thread
+// nobody uses: no container, the thread and its workspace volume kept
+// (docs/lifecycle.md; continuity_test.go resumes them).
 func TestTTLExpiry(t *testing.T) {
 	e := newEnv(t, helloScript)
 	e.startBridge("BOXWIRE_MAX_LIFETIME=8s", "BOXWIRE_REAP_INTERVAL=200ms")
 	e.cleanAtEnd()
 	idle := e.createThread(wire.CreateThread{TTL: "2s"})
 	s := e.dial("")
+	old := e.containerOf(s.conn.Thread())
 	ev := s.awaitEvent(wire.TypeSandboxExited)
 	var exit wire.SandboxExited
 	mustDecode(t, ev, &exit)
 	if exit.Reason != wire.ExitLifetime || exit.ExitCode != nil {
 		t.Fatalf("sandbox_exited %+v, want max_lifetime", exit)
 	}
+	var rep wire.SandboxReplaced
+	mustDecode(t, s.awaitEvent(wire.TypeSandboxReplaced), &rep)
+	if rep.Reason != wire.ExitLifetime || rep.SandboxID == "" {
+		t.Fatalf("sandbox_replaced %+v, want max_lifetime", rep)
+	}
 	if len(e.containers(map[string]string{"boxwire.thread": idle.ID})) != 0 {
 		t.Errorf("the idle thread's sandbox (ttl 2s) is still there after 8s")
 	}
-	waitFor(t, "the expired sandboxes to go", func() bool { return len(e.containers(nil)) == 0 })
-	if code := e.api(http.MethodGet, "/v1/threads/"+s.conn.Thread(), nil, nil); code != http.StatusNotFound {
-		t.Fatalf("expired thread: %d, want 404", code)
+	var info wire.ThreadInfo
+	if code := e.api(http.MethodGet, "/v1/threads/"+idle.ID, nil, &info); code != http.StatusOK || info.Status != wire.SandboxSuspended {
+		t.Errorf("idle thread: %d %+v, want suspended", code, info)
 	}
-	e.assertClean()
+	if code := e.api(http.MethodGet, "/v1/threads/"+s.conn.Thread(), nil, &info); code != http.StatusOK || info.Status != wire.SandboxRunning || info.SandboxID == old {
+		t.Errorf("recycled thread: %d %+v, want running in a new sandbox", code, info)
+	}
 }
 
 // kill -9 of the bridge, then a restart: the new bridge adopts the sandbox

@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -45,6 +46,37 @@ func TestPoolThreadFromWarmPool(t *testing.T) {
 	t.Logf("hello without a thread from the warm pool: ready in %v", time.Since(start))
 	if _, done := s2.turn("hello again"); done.Reason != wire.ReasonStop {
 		t.Fatalf("second turn ended with %q", done.Reason)
+	}
+}
+
+// The pool counts toward --max-sandboxes on the real engine: a shared
+// sandbox made when pooled + live are at the limit evicts the pooled one
+// (removed before the new one starts), the next is refused with 429, and
+// the pool does not refill past the limit.
+func TestPoolCountsTowardMaxSandboxes(t *testing.T) {
+	e := newEnv(t, helloScript)
+	e.startBridge("BOXWIRE_POOL=1", "BOXWIRE_MAX_SANDBOXES=2")
+	e.cleanAtEnd()
+	awaitPoolReady(t, e, 1)
+	pooled := e.containers(map[string]string{"boxwire.pool": "1"})
+	if len(pooled) != 1 {
+		t.Fatalf("%d pooled sandboxes, want 1", len(pooled))
+	}
+	e.createThread(wire.CreateThread{Scope: wire.ScopeAssistant, Assistant: "a"})
+	e.createThread(wire.CreateThread{Scope: wire.ScopeAssistant, Assistant: "b"})
+	if left := e.containers(map[string]string{"boxwire.pool": "1"}); len(left) != 0 {
+		t.Errorf("pooled sandbox not evicted for the second shared sandbox: %+v", left)
+	}
+	var refused apiError
+	code := e.api(http.MethodPost, "/v1/threads", wire.CreateThread{Scope: wire.ScopeAssistant, Assistant: "c"}, &refused)
+	if code != http.StatusTooManyRequests || refused.Error.Code != wire.CodeSandboxLimit {
+		t.Fatalf("third shared sandbox: %d %+v, want 429 sandbox_limit", code, refused.Error)
+	}
+	if n := len(e.containers(nil)); n != 2 {
+		t.Errorf("%d sandboxes, want the limit 2", n)
+	}
+	if !strings.Contains(e.bridge.logText(), "room for a new sandbox under --max-sandboxes") {
+		t.Errorf("bridge did not log the eviction")
 	}
 }
 

@@ -17,6 +17,8 @@ const (
 	containMemory = 256 << 20
 	containCPUs   = 0.5
 	containTmpfs  = 64 << 20
+	// containWorkspace is the /workspace cap (workspace_helpers_test.go).
+	containWorkspace = 64 << 20
 	// maxPing is the slowest round trip the other session may see while a
 	// case runs: generous, the machine is shared.
 	maxPing = 3 * time.Second
@@ -35,6 +37,7 @@ func TestSecurityContainment(t *testing.T) {
 		"BOXWIRE_MEMORY_BYTES="+strconv.Itoa(containMemory),
 		"BOXWIRE_CPUS="+strconv.FormatFloat(containCPUs, 'f', -1, 64),
 		"BOXWIRE_TMPFS_BYTES="+strconv.Itoa(containTmpfs),
+		"BOXWIRE_WORKSPACE_SIZE="+strconv.Itoa(containWorkspace),
 	)
 	hostile, other := e.dial(""), e.dial("")
 	cid := e.containerOf(hostile.conn.Thread())
@@ -46,6 +49,7 @@ func TestSecurityContainment(t *testing.T) {
 		{"fork bomb stops at the pids limit", func(t *testing.T) { forkBomb(t, hostile) }},
 		{"memory hog is OOM-killed, agent survives", func(t *testing.T) { memoryHog(t, hostile, cid) }},
 		{"disk fill ends in ENOSPC at the tmpfs cap", func(t *testing.T) { diskFill(t, hostile) }},
+		{"workspace fill ends in ENOSPC at the workspace cap", func(t *testing.T) { workspaceFill(t, hostile, containWorkspace) }},
 		{"cpu spinner held at the cpu limit", func(t *testing.T) { cpuSpinner(t, hostile) }},
 		{"output flood is truncated, bridge memory bounded", func(t *testing.T) { outputFlood(t, e, hostile) }},
 		{"sleep past the timeout is killed", func(t *testing.T) { sleepPastTimeout(t, hostile) }},

@@ -27,18 +27,29 @@ const (
 	// but under this is drained and answered too_large; a larger one ends
 	// the connection.
 	maxFrameBytes = 16 << 20
-	// sendBuffer is how many outgoing messages may wait for the writer; a
-	// connection whose buffer is full is dropped.
+	// sendBuffer is how many outgoing events may wait for the writer; a
+	// client connection whose buffer is full is dropped.
 	sendBuffer = 1024
+	// replyBuffer is how many replies (messages without seq: hello, pong,
+	// request errors) may wait for the writer, which sends them ahead of
+	// queued events.
+	replyBuffer = 256
 
 	readBufferSize  = 4 << 10
 	writeBufferSize = 4 << 10
+	// bridgeSocketBuffer is the kernel send buffer of a bridge connection:
+	// small, so that a reply the writer sends ahead of queued events waits
+	// behind little output already in flight (the default is ~200 KiB,
+	// over a second of a busy bridge's work).
+	bridgeSocketBuffer = 32 << 10
 )
 
-// outgoing is one queued message; close asks the writer to close the
-// connection after writing it.
+// outgoing is one queued message; batch, when set, is written right after
+// env (a bridge's replay, backlog.go); close asks the writer to close the
+// connection after writing them.
 type outgoing struct {
 	env   wire.Envelope
+	batch []wire.Envelope
 	close bool
 }
 
@@ -49,7 +60,11 @@ type conn struct {
 	s    *Server
 	ws   *websocket.Conn
 	log  *slog.Logger
-	send chan outgoing
+	send chan outgoing // events, in order
+	// replies are messages that answer a request or control the
+	// connection; the writer sends them before any queued event, so a pong
+	// does not wait behind a flood of output.
+	replies chan outgoing
 
 	stopOnce   sync.Once
 	done       chan struct{} // closed by stop: the writer must quit
@@ -65,6 +80,7 @@ func newConn(s *Server, ws *websocket.Conn, log *slog.Logger) *conn {
 	return &conn{
 		s: s, ws: ws, log: log,
 		send:       make(chan outgoing, sendBuffer),
+		replies:    make(chan outgoing, replyBuffer),
 		done:       make(chan struct{}),
 		writerDone: make(chan struct{}),
 		termQueue:  termQueue{term: make(chan termOut, termQueueLen)},
@@ -76,11 +92,11 @@ func newConn(s *Server, ws *websocket.Conn, log *slog.Logger) *conn {
 func (c *conn) serve() {
 	go c.writePump()
 	c.readPump()
+	c.stop() // first: an emit waiting for room on c (holding the thread) gives up
 	c.s.detachTerminals(c)
 	if c.thread != nil {
 		c.thread.detach(c)
 	}
-	c.stop()
 	<-c.writerDone
 	c.log.Debug("connection closed")
 }
@@ -91,26 +107,40 @@ func (c *conn) stop() {
 	c.stopOnce.Do(func() { close(c.done) })
 }
 
-// enqueue queues out for the writer. For a client the queue never waits: if
-// it is full the peer is too slow, the connection is stopped and enqueue
-// reports false. The bridge is never dropped — it keeps the thread's log, and
-// dropping it would look like a dead sandbox — so for the bridge enqueue
-// waits for room (or for the connection to end): a command that prints
-// faster than the bridge stores is slowed down, back through the PTY.
-func (c *conn) enqueue(out outgoing) bool {
+// enqueue queues out for the writer behind the events queued before it.
+// For a client the queue never waits: if it is full the peer is too slow,
+// the connection is stopped and enqueue reports false. The bridge is never
+// dropped — it keeps the thread's log, and dropping it would look like a
+// dead sandbox — so for the bridge enqueue waits for room (or for the
+// connection to end): a command that prints faster than the bridge stores
+// is slowed down, back through the PTY.
+func (c *conn) enqueue(out outgoing) bool { return c.push(c.send, out) }
+
+// shrinkSendBuffer sets a bridge connection's kernel send buffer to
+// bridgeSocketBuffer; it is best effort (not every net.Conn has one).
+func (c *conn) shrinkSendBuffer() {
+	if b, ok := c.ws.NetConn().(interface{ SetWriteBuffer(int) error }); ok {
+		if err := b.SetWriteBuffer(bridgeSocketBuffer); err != nil {
+			c.log.Debug("set socket send buffer", "err", err)
+		}
+	}
+}
+
+// push is enqueue on queue q (send or replies).
+func (c *conn) push(q chan outgoing, out outgoing) bool {
 	select {
 	case <-c.done:
 		return false
 	default:
 	}
 	select {
-	case c.send <- out:
+	case q <- out:
 		return true
 	default:
 	}
 	if c.role == wire.RoleBridge {
 		select {
-		case c.send <- out:
+		case q <- out:
 			return true
 		case <-c.done:
 			return false
@@ -128,25 +158,35 @@ func (c *conn) drop() {
 	_ = c.ws.NetConn().Close()
 }
 
-// reply sends a message that answers one request (no seq).
-func (c *conn) reply(env wire.Envelope) { c.enqueue(outgoing{env: env}) }
+// reply sends a message that answers one request (no seq) ahead of the
+// queued events; it blocks like enqueue.
+func (c *conn) reply(env wire.Envelope) bool { return c.push(c.replies, outgoing{env: env}) }
 
-// writePump writes queued messages and pings until stopped, the server
-// closes, or a write fails; then it closes the socket.
+// writePump writes queued messages — replies before events — and pings
+// until stopped, the server closes, or a write fails; then it closes the
+// socket.
 func (c *conn) writePump() {
 	defer close(c.writerDone)
 	defer c.ws.Close()
+	defer c.stop() // a failed writer releases whoever waits for room
 	ping := time.NewTicker(pingPeriod)
 	defer ping.Stop()
 	for {
 		select {
-		case out := <-c.send:
-			if err := c.write(out.env); err != nil {
-				c.log.Debug("write failed", "err", err)
+		case out := <-c.replies:
+			if !c.writeOut(out) {
 				return
 			}
-			if out.close {
-				c.writeClose(websocket.ClosePolicyViolation)
+			continue
+		default:
+		}
+		select {
+		case out := <-c.replies:
+			if !c.writeOut(out) {
+				return
+			}
+		case out := <-c.send:
+			if !c.writeOut(out) {
 				return
 			}
 		case out := <-c.term:
@@ -169,6 +209,28 @@ func (c *conn) writePump() {
 	}
 }
 
+// writeOut writes out (and its batch); false means the writer must quit:
+// a write failed or out asked to close.
+func (c *conn) writeOut(out outgoing) bool {
+	if out.env.Type != "" {
+		if err := c.write(out.env); err != nil {
+			c.log.Debug("write failed", "err", err)
+			return false
+		}
+	}
+	for _, env := range out.batch {
+		if err := c.write(env); err != nil {
+			c.log.Debug("write failed", "err", err)
+			return false
+		}
+	}
+	if out.close {
+		c.writeClose(websocket.ClosePolicyViolation)
+		return false
+	}
+	return true
+}
+
 func (c *conn) write(env wire.Envelope) error {
 	if err := c.ws.SetWriteDeadline(time.Now().Add(writeWait)); err != nil {
 		return err
@@ -183,7 +245,7 @@ func (c *conn) writeClose(code int) {
 // closeWith sends env, then closes the connection; it waits (bounded) for
 // the writer to flush. It always reports false, for the reader to return.
 func (c *conn) closeWith(env wire.Envelope) bool {
-	c.enqueue(outgoing{env: env, close: true})
+	c.push(c.replies, outgoing{env: env, close: true})
 	t := time.NewTimer(writeWait)
 	defer t.Stop()
 	select {

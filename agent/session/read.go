@@ -61,6 +61,9 @@ func (c *conn) handshake() bool {
 		name = DefaultThread
 	}
 	c.role = h.Role // before attach: checks look for the bridge among the thread's conns
+	if c.role == wire.RoleBridge {
+		c.shrinkSendBuffer()
+	}
 	c.thread = c.s.thread(name)
 	c.log = c.log.With("thread", name)
 	c.thread.attach(c, wire.MustNew(wire.TypeHello, name, env.ID, wire.Hello{
@@ -69,6 +72,7 @@ func (c *conn) handshake() bool {
 		Software: c.s.cfg.Software,
 		Thread:   name,
 		Posture:  c.s.cfg.Posture,
+		Instance: c.s.instance,
 	}))
 	c.log.Debug("connection attached", "role", h.Role, "software", h.Software)
 	return true
@@ -102,6 +106,8 @@ func (c *conn) handle(env wire.Envelope) {
 		c.thread.runTool(c, env.ID, r)
 	case wire.TypeHistory:
 		c.thread.applyHistory(c, env)
+	case wire.TypeResume:
+		c.thread.resume(c, env) // backlog.go
 	case wire.TypeClaim:
 		c.claim(env) // claim.go
 	case wire.TypeInterrupt:

@@ -73,6 +73,7 @@ type Server struct {
 	cfg      Config
 	log      *slog.Logger
 	loop     *loop.Loop
+	instance string // random per process: a bridge's resume names it (backlog.go)
 	upgrader websocket.Upgrader
 
 	// hard ends when the server closes: live connections and turns stop.
@@ -108,6 +109,7 @@ func New(cfg Config) *Server {
 		hard:     hard,
 		stopHard: stop,
 		threads:  make(map[string]*thread),
+		instance: newInstance(),
 	}
 	if cfg.Loop.Check == nil {
 		cfg.Loop.Check = s.checkTool // asks the bridge, if there is one (approval.go)

@@ -26,6 +26,7 @@ type thread struct {
 	nextRun uint64
 
 	history []wire.Envelope // history frames not yet applied (history.go)
+	backlog backlog         // the newest events, for a bridge's resume (backlog.go)
 }
 
 func newThread(s *Server, name string) *thread {
@@ -33,11 +34,12 @@ func newThread(s *Server, name string) *thread {
 }
 
 // attach queues hello for c and then subscribes c to the thread's events,
-// so hello is the first thing c receives.
+// so hello is the first thing c receives. (A bridge asks for the backlog
+// with a resume request, backlog.go.)
 func (t *thread) attach(c *conn, hello wire.Envelope) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if c.enqueue(outgoing{env: hello}) {
+	if c.reply(hello) {
 		t.conns[c] = struct{}{}
 	}
 }
@@ -101,11 +103,13 @@ func (t *thread) emit(id string, env wire.Envelope) {
 	t.emitLocked(id, env)
 }
 
-// emitLocked stamps env with the thread, id and next seq and queues it for
-// every attached connection; one that cannot keep up is dropped.
+// emitLocked stamps env with the thread, id and next seq, keeps it in the
+// backlog and queues it for every attached connection; a client that
+// cannot keep up is dropped (the bridge is waited for).
 func (t *thread) emitLocked(id string, env wire.Envelope) {
 	t.seq++
 	env.Seq, env.Thread, env.ID = t.seq, t.name, id
+	t.backlog.add(env)
 	for c := range t.conns {
 		if !c.enqueue(outgoing{env: env}) {
 			delete(t.conns, c)

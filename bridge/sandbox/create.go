@@ -36,7 +36,12 @@ func (d *Docker) create(ctx context.Context, spec Spec) (sb Sandbox, err error) 
 	if spec.Image == "" {
 		return Sandbox{}, errors.New("spec has no image")
 	}
+	unlock := func() {}
+	defer func() { unlock() }()
 	if spec.WorkspaceVolume != "" {
+		// Held until the container exists, so that Remove cannot detach the
+		// workspace in between (workspace_detach.go).
+		unlock = d.ws.volumes.lock(spec.WorkspaceVolume)
 		created, verr := d.ensureVolume(ctx, spec.WorkspaceVolume, spec.Labels)
 		if verr != nil {
 			return Sandbox{}, verr
@@ -54,6 +59,7 @@ func (d *Docker) create(ctx context.Context, spec Spec) (sb Sandbox, err error) 
 		Config:     d.containerConfig(spec),
 		HostConfig: d.hostConfig(spec),
 	})
+	unlock() // before a failed start's cleanup, whose Remove locks it
 	if err != nil {
 		if cerrdefs.IsNotFound(err) {
 			return Sandbox{}, fmt.Errorf("%w: %s: %w", ErrImageNotFound, spec.Image, err)
@@ -141,17 +147,33 @@ func (d *Docker) hostConfig(spec Spec) *container.HostConfig {
 }
 
 // ensureVolume creates the named volume with labels unless it exists, and
-// reports whether it created it.
+// reports whether it created it. A new volume is a capped workspace when
+// the manager caps them (workspace.go); an existing capped one has its loop
+// device attached again if it was detached (a host reboot).
 func (d *Docker) ensureVolume(ctx context.Context, name string, labels map[string]string) (bool, error) {
-	_, err := d.cli.VolumeInspect(ctx, name, client.VolumeInspectOptions{})
+	res, err := d.cli.VolumeInspect(ctx, name, client.VolumeInspectOptions{})
 	if err == nil {
+		if err := d.ws.reattach(ctx, res.Volume.Options); err != nil {
+			return false, fmt.Errorf("attach workspace %s: %w", name, err)
+		}
 		return false, nil
 	}
 	if !cerrdefs.IsNotFound(err) {
 		return false, fmt.Errorf("inspect volume %s: %w", name, d.mapErr(err, nil))
 	}
-	_, err = d.cli.VolumeCreate(ctx, client.VolumeCreateOptions{Name: name, Labels: labels})
+	opts := client.VolumeCreateOptions{Name: name, Labels: labels}
+	if d.ws.cfg.Capped() {
+		if opts.DriverOpts, err = d.ws.create(ctx, name); err != nil {
+			return false, fmt.Errorf("create workspace %s: %w", name, err)
+		}
+		opts.Driver = "local"
+	}
+	_, err = d.cli.VolumeCreate(ctx, opts)
 	if err != nil {
+		if opts.DriverOpts != nil {
+			img, link := d.ws.paths(name)
+			d.ws.cleanup(ctx, img, link)
+		}
 		return false, fmt.Errorf("create volume %s: %w", name, d.mapErr(err, nil))
 	}
 	d.log.Debug("volume created", "volume", name)

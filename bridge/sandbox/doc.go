@@ -13,6 +13,13 @@
 // SocketMount, which holds unix sockets; the workspace is an optional named
 // volume at WorkspaceMount that outlives the container.
 //
+// With DockerConfig.Workspace set, a new workspace volume is capped: an
+// ext4 filesystem in a sparse image file on a loop device (workspace.go),
+// so that filling it ends in ENOSPC inside the sandbox, not on the host.
+// RemoveVolume detaches and deletes the image; Create attaches it again
+// when it was detached (a reboot). CheckWorkspaces tells at start-up
+// whether the host can; ParseSize reads sizes such as "10GiB".
+//
 // SeccompProfile builds boxwire's seccomp profile (the moby default with
 // DeniedSyscalls denied); the labels in labels.go are what the bridge puts
 // on every container and volume.

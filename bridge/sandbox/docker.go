@@ -73,6 +73,9 @@ type DockerConfig struct {
 	// Init runs the engine's init (docker run --init) as PID 1. Leave it
 	// false for images that bring their own (boxwire's image runs tini).
 	Init bool
+	// Workspace caps the size of new workspace volumes (workspace.go); the
+	// zero value makes plain, uncapped volumes.
+	Workspace WorkspaceConfig
 }
 
 // Docker is a Manager on the Docker Engine API. It is safe for concurrent
@@ -86,6 +89,7 @@ type Docker struct {
 	seccomp   string
 	runtime   string
 	init      bool
+	ws        *workspaces
 	closeOnce sync.Once
 }
 
@@ -107,6 +111,11 @@ func NewDocker(cfg DockerConfig) (*Docker, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	ws, err := newWorkspaces(cfg.Workspace, log)
+	if err != nil {
+		cli.Close()
+		return nil, err
+	}
 	return &Docker{
 		cli:      cli,
 		host:     cli.DaemonHost(),
@@ -115,6 +124,7 @@ func NewDocker(cfg DockerConfig) (*Docker, error) {
 		seccomp:  cfg.SeccompProfile,
 		runtime:  cfg.Runtime,
 		init:     cfg.Init,
+		ws:       ws,
 	}, nil
 }
 

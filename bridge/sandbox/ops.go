@@ -61,22 +61,37 @@ func (d *Docker) Stop(ctx context.Context, id string, grace time.Duration) error
 }
 
 // Remove kills and deletes the sandbox's container, but not its workspace
-// volume. A sandbox that does not exist is not an error. It blocks until the
-// engine has removed the container.
+// volume; a capped workspace's loop device is detached when no other
+// container uses the volume (workspace_detach.go). A sandbox that does not
+// exist is not an error. It blocks until the engine has removed the
+// container.
 func (d *Docker) Remove(ctx context.Context, id string) error {
+	ws := d.cappedWorkspaceOf(ctx, id)
 	_, err := d.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true})
 	if err != nil && !cerrdefs.IsNotFound(err) {
 		return fmt.Errorf("remove sandbox %s: %w", id, d.mapErr(err, nil))
 	}
+	if ws != "" {
+		d.detachUnused(ctx, ws) // its last user gone: no loop device until the next Create
+	}
 	return nil
 }
 
-// RemoveVolume deletes a workspace volume. A missing volume is not an
-// error; one still used by a container is.
+// RemoveVolume deletes a workspace volume and, for a capped one, detaches
+// its loop device and deletes its image file (workspace.go). A missing
+// volume is not an error (a leftover image of that name is still
+// deleted); one still used by a container is.
 func (d *Docker) RemoveVolume(ctx context.Context, name string) error {
+	var opts map[string]string
+	if res, err := d.cli.VolumeInspect(ctx, name, client.VolumeInspectOptions{}); err == nil {
+		opts = res.Volume.Options
+	}
 	_, err := d.cli.VolumeRemove(ctx, name, client.VolumeRemoveOptions{})
 	if err != nil && !cerrdefs.IsNotFound(err) {
 		return fmt.Errorf("remove volume %s: %w", name, d.mapErr(err, nil))
+	}
+	if err := d.ws.release(ctx, name, opts); err != nil {
+		return fmt.Errorf("remove volume %s: %w", name, err)
 	}
 	return nil
 }

@@ -33,11 +33,12 @@ func (s *Server) egressCA() (*egress.CA, error) {
 	return s.ca.ca, s.ca.err
 }
 
-// egressOn says whether sandboxes get an egress proxy: an allowlist, or a
-// policy with credentials, host rules or egress_default ask.
+// egressOn says whether sandboxes get an egress proxy: an allowlist, a
+// thread cap (every sandbox then has one, egress_thread.go), or a policy
+// with credentials, host rules or egress_default ask.
 func (s *Server) egressOn() bool {
 	p := s.cfg.Policy
-	return len(s.cfg.Egress) > 0 || len(p.Credentials()) > 0 || p.EgressDefault() == policy.Ask || p.HasHostRules()
+	return len(s.cfg.Egress) > 0 || len(s.cfg.EgressThreadMax) > 0 || len(p.Credentials()) > 0 || p.EgressDefault() == policy.Ask || p.HasHostRules()
 }
 
 // approvalEnv tells the agent where the CA certificate is, when the proxy
@@ -148,4 +149,18 @@ func (s *Server) threadPolicy(req wire.CreateThread) (*policy.Policy, error) {
 		return nil, wire.Error{Code: wire.CodeBadMessage, Message: err.Error()}
 	}
 	return p, nil
+}
+
+// storedPolicy is the policy of a thread the bridge takes back from its
+// record (adoption after a restart, resumption of a suspended thread):
+// the one its creator gave, parsed again over the bridge's current
+// policy; nil (the bridge's) when it had none. A record whose rules no
+// longer parse falls back to the bridge's policy, and says so in the log.
+func (s *Server) storedPolicy(rec ThreadRecord) *policy.Policy {
+	p, err := s.threadPolicy(wire.CreateThread{Policy: rec.Policy})
+	if err != nil {
+		s.log.Warn("thread policy no longer parses; the bridge's applies", "thread", rec.ID, "err", err)
+		return nil
+	}
+	return p
 }

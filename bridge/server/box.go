@@ -1,14 +1,17 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/boxwire/boxwire/bridge/llmproxy"
@@ -50,6 +53,22 @@ type box struct {
 	lastUsed time.Time
 	threads  map[string]*thread
 	gone     bool // removed from Server.boxes; being or already removed
+
+	// egress are the threads' egress rules beside the bridge's, canonical
+	// (egress_thread.go); fixed at creation, at a pooled sandbox's claim
+	// and at adoption.
+	egress []string
+
+	// Replacement state (lifecycle.go), also guarded by Server.mu; created
+	// and expires change when the sandbox is recycled.
+	imageID     string              // the image id the current sandbox runs ("" unknown)
+	planned     *wire.SandboxExited // why the bridge is removing the current sandbox
+	plannedAt   time.Time           // when planned was set
+	lastReplace wire.SandboxExited  // why the newest replacement happened
+	linked      map[string]string   // thread id → the sandbox its agent link talks to
+	dueSince    time.Time           // when a recycle became due and waited for work
+	recreateMu  sync.Mutex          // serializes recreate; not Server.mu
+	reuse       bool                // the workspace volume is a suspended thread's: kept on failure
 }
 
 // boxOptions are the validated choices for a new thread's sandbox.
@@ -59,6 +78,10 @@ type boxOptions struct {
 	image     string
 	runtime   string
 	idleTTL   time.Duration
+	egress    []string // canonical thread egress rules (egress_thread.go)
+	// boxID, when set, is the box id (and so the workspace volume) a new
+	// sandbox takes over from a suspended thread (suspend.go).
+	boxID string
 }
 
 func boxKey(scope wire.Scope, name string) string { return string(scope) + ":" + name }
@@ -75,7 +98,8 @@ func newBoxID(prefix string) (string, error) {
 // an assistant's shared sandbox is reused; a thread's is always new
 // (threadID names it). It blocks while the sandbox is created (by this call
 // or a concurrent one) or until ctx ends. Creation fails with errLimit,
-// without creating anything, when MaxSandboxes are live.
+// without creating anything, when MaxSandboxes are live; pooled sandboxes
+// count too, and one is evicted (and removed first) to make room.
 func (s *Server) acquireBox(ctx context.Context, o boxOptions, threadID string) (*box, error) {
 	key := boxKey(wire.ScopeThread, threadID)
 	if o.scope == wire.ScopeAssistant {
@@ -96,14 +120,18 @@ func (s *Server) acquireBox(ctx context.Context, o boxOptions, threadID string) 
 		if b.err != nil {
 			return nil, b.err
 		}
+		if err := s.joinEgress(b, o.egress); err != nil { // egress_thread.go
+			return nil, err
+		}
 		return b, nil
 	}
 	if max := s.cfg.MaxSandboxes; max > 0 && len(s.boxes) >= max {
 		s.mu.Unlock()
 		return nil, fmt.Errorf("%w: this bridge runs at most %d sandboxes", errLimit, max)
 	}
+	room := s.poolRoomLocked() // pool_limit.go: pooled sandboxes count toward MaxSandboxes
 	b := &box{key: key, scope: o.scope, assistant: o.assistant, image: o.image, runtime: o.runtime,
-		idleTTL: o.idleTTL, ready: make(chan struct{}), threads: map[string]*thread{}}
+		idleTTL: o.idleTTL, ready: make(chan struct{}), threads: map[string]*thread{}, egress: o.egress}
 	b.created = time.Now().UTC().Truncate(time.Second)
 	b.expires = b.created.Add(s.cfg.MaxLifetime)
 	b.lastUsed = time.Now()
@@ -114,8 +142,19 @@ func (s *Server) acquireBox(ctx context.Context, o boxOptions, threadID string) 
 	if o.scope == wire.ScopeAssistant {
 		b.id, b.err = newBoxID("a_")
 	}
+	if o.boxID != "" { // suspend.go: a suspended thread's box and workspace
+		b.id, b.reuse, b.err = o.boxID, true, nil
+		if o.scope == wire.ScopeThread {
+			b.thread = threadID
+		}
+	}
 	if b.err == nil {
+		b.err = room(ctx) // an evicted pooled sandbox is gone before this one is made
+	}
+	if b.err == nil {
+		unlock := s.life.lock("box:" + b.id) // lifecycle.go: not while an old sandbox of this id is removed
 		b.err = s.startBox(ctx, b)
+		unlock()
 	}
 	if b.err != nil {
 		s.mu.Lock()
@@ -133,9 +172,15 @@ func (s *Server) startBox(ctx context.Context, b *box) (err error) {
 	log := s.log.With("box", b.id)
 	defer func() {
 		if err != nil {
+			if b.reuse {
+				b.res.volume = "" // a suspended thread's workspace stays
+			}
 			s.removeResources(ctx, b.res, log)
 		}
 	}()
+	if b.reuse { // a suspended box's folder left by a failed removal
+		_ = os.RemoveAll(filepath.Join(s.cfg.DataDir, "run", b.id))
+	}
 	if b.res.dir, err = s.makeSocketDir(b.id); err != nil {
 		return err
 	}
@@ -152,6 +197,7 @@ func (s *Server) startBox(ctx context.Context, b *box) (err error) {
 		return fmt.Errorf("create sandbox: %w", err)
 	}
 	b.res.setSandbox(sb.ID)
+	s.recordImage(ctx, b) // lifecycle.go
 	log.Info("sandbox created", "sandbox", sb.ID, "image", b.image, "scope", b.scope, "runtime", b.runtime)
 	return nil
 }
@@ -181,7 +227,7 @@ func (s *Server) labels(b *box) map[string]string {
 	if b.scope == wire.ScopeAssistant {
 		l[sandbox.LabelAssistant] = b.assistant
 	} else if !b.pooled {
-		l[sandbox.LabelThread] = b.id
+		l[sandbox.LabelThread] = cmp.Or(b.thread, b.id) // b.thread: a resumed thread in another box id
 	}
 	if b.pooled {
 		poolLabels(b, l) // pool.go
@@ -235,6 +281,11 @@ func (s *Server) boxOptionsFor(req wire.CreateThread) (boxOptions, error) {
 		}
 		o.idleTTL = min(d, s.cfg.IdleTTL)
 	}
+	rules, err := s.threadEgress(req) // egress_thread.go
+	if err != nil {
+		return boxOptions{}, err
+	}
+	o.egress = rules
 	return o, nil
 }
 

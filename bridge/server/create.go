@@ -114,6 +114,9 @@ func (s *Server) createThread(ctx context.Context, req wire.CreateThread) (*thre
 		return nil, err
 	}
 	log := s.log.With("thread", id)
+	if o.scope == wire.ScopeAssistant { // suspend.go: take a suspended assistant's workspace back
+		o.boxID = s.suspendedBox(ctx, o.assistant)
+	}
 	b, conn := s.claimPooled(ctx, o, id, log) // pool.go: nil when none is ready
 	if b == nil {
 		if b, err = s.acquireBox(ctx, o, id); err != nil {
@@ -124,8 +127,10 @@ func (s *Server) createThread(ctx context.Context, req wire.CreateThread) (*thre
 	if err == nil {
 		t := newThread(s, id, conn, b.res, 0, log)
 		t.gate.set(pol)
+		s.setLinked(b, id, b.res.sandbox()) // lifecycle.go
 		rec := ThreadRecord{ID: id, Box: b.id, Scope: b.scope, Assistant: b.assistant,
-			Image: b.image, Runtime: b.runtime, Created: time.Now().UTC()}
+			Image: b.image, Runtime: b.runtime, Created: time.Now().UTC(), IdleTTL: b.idleTTL,
+			Egress: s.boxEgress(b), Policy: req.Policy} // egress_thread.go
 		if err = s.register(ctx, t, b, rec); err == nil {
 			return t, nil
 		}

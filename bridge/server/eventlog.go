@@ -30,6 +30,7 @@ type eventLog struct {
 	tailBytes int
 	outBytes  map[string]int // stored tool_output bytes per call id
 	maxOutput int
+	work      workState // whether the agent is working (lifecycle.go)
 }
 
 func newEventLog(last uint64, maxOutput int) eventLog {
@@ -40,6 +41,7 @@ func newEventLog(last uint64, maxOutput int) eventLog {
 // bounds.
 func (l *eventLog) add(env wire.Envelope) {
 	l.committed = env.Seq
+	l.work.track(env)
 	l.tail = append(l.tail, env)
 	l.tailBytes += len(env.Data)
 	drop := 0

@@ -25,6 +25,7 @@ type fakeManager struct {
 	mu             sync.Mutex
 	createErr      error // returned by Create when set
 	noAgent        bool  // Create starts no agent and the sandbox exits at once
+	backlog        int   // when > 0, agents keep this many events and resume (resume_test.go)
 	specs          []sandbox.Spec
 	boxes          map[string]*fakeBox
 	removed        []string
@@ -67,6 +68,7 @@ func (m *fakeManager) Create(_ context.Context, spec sandbox.Spec) (sandbox.Sand
 			return sandbox.Sandbox{}, err
 		}
 		box.agent = a
+		a.keepBacklog(m.backlog) // resume_test.go
 	}
 	m.boxes[sb.ID] = box
 	return sb, nil
@@ -175,6 +177,10 @@ type fakeAgent struct {
 	conns map[*websocket.Conn]struct{}
 	wg    sync.WaitGroup
 	seq   uint64
+	seqMu sync.Mutex // guards seq and resume
+	// resume, when set, keeps the newest events for a bridge's resume
+	// (resume_test.go).
+	resume *fakeResume
 }
 
 // envValue returns the value of key in KEY=VALUE pairs.
@@ -261,9 +267,12 @@ func (a *fakeAgent) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *fakeAgent) event(typ wire.Type, id string, payload any) wire.Envelope {
+	a.seqMu.Lock()
+	defer a.seqMu.Unlock()
 	a.seq++
 	env := wire.MustNew(typ, "", id, payload)
 	env.Seq = a.seq
+	a.resume.keep(env)
 	return env
 }
 
@@ -271,7 +280,13 @@ func (a *fakeAgent) answer(env wire.Envelope) []wire.Envelope {
 	if out, ok := a.approvalAnswer(env); ok { // approvals_test.go
 		return out
 	}
+	if out, ok := a.lifecycleAnswer(env); ok { // lifecycle_test.go
+		return out
+	}
 	if out, ok := a.poolAnswer(env); ok { // pool_test.go
+		return out
+	}
+	if out, ok := a.resumeAnswer(env); ok { // resume_test.go
 		return out
 	}
 	switch env.Type {

@@ -37,8 +37,9 @@ type warmPool struct {
 	wg   sync.WaitGroup
 
 	ready  map[string][]*box    // by poolKey, oldest first
-	own    map[string]bool      // box ids of ready and filling sandboxes
+	own    map[string]bool      // box ids of ready, filling and evicted sandboxes not yet removed
 	demand map[string]time.Time // poolKey → when a thread last wanted one
+	fill   *poolFill            // the sandbox being started (pool_limit.go)
 }
 
 func poolKey(image, runtime string) string { return image + "\x00" + runtime }
@@ -79,7 +80,7 @@ func (s *Server) runPool() {
 				break
 			}
 			if err := s.fillPool(key); err != nil {
-				if s.ctx.Err() == nil {
+				if s.ctx.Err() == nil && !errors.Is(err, errPoolEvicted) && !errors.Is(err, errPoolNoRoom) {
 					s.log.Warn("warm pool: start a sandbox", "err", err)
 				}
 				retry = time.After(poolRetry)
@@ -134,6 +135,7 @@ func (s *Server) trimPool(now time.Time) {
 		}
 		s.pool.ready[key] = kept
 	}
+	drop = append(drop, s.poolOverLimitLocked()...) // pool_limit.go
 	s.mu.Unlock()
 	s.removePooled(drop, "warm pool idle or sandbox too old")
 }
@@ -152,6 +154,8 @@ func (s *Server) removePooled(boxes []*box, why string) {
 // fillPool starts one sandbox for the pool key, waits for its agent's
 // hello (posture checked), closes that connection and adds the sandbox to
 // the ready list. The sandbox has no LLM token, no proxies and no thread.
+// poolRoomLocked may cancel the start (pool_limit.go); the sandbox is then
+// removed before s.pool.fill's done is closed.
 func (s *Server) fillPool(key string) (err error) {
 	image, runtime, _ := strings.Cut(key, "\x00")
 	id, err := newBoxID("p_")
@@ -163,23 +167,27 @@ func (s *Server) fillPool(key string) (err error) {
 		expires: now.Add(s.cfg.MaxLifetime), idleTTL: s.cfg.IdleTTL, pooled: true,
 		ready: make(chan struct{}), threads: map[string]*thread{}, res: &resources{runtime: runtime}}
 	close(b.ready)
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return errClosing
+	ctx, fill, err := s.beginFill(id) // pool_limit.go
+	if err != nil {
+		return err
 	}
-	s.pool.own[id] = true
-	s.mu.Unlock()
+	defer s.endFill(fill) // after the removal below
 	log := s.log.With("box", id)
 	defer func() {
 		if err != nil {
 			s.removeResources(s.ctx, b.res, log)
 			s.mu.Lock()
 			delete(s.pool.own, id)
+			if fill.evicted {
+				err = errPoolEvicted
+			}
 			s.mu.Unlock()
 		}
 	}()
 	start := time.Now()
+	if err := s.poolEngineRoom(ctx); err != nil { // pool_limit.go
+		return err
+	}
 	if b.res.dir, err = s.makeSocketDir(id); err != nil {
 		return err
 	}
@@ -188,12 +196,12 @@ func (s *Server) fillPool(key string) (err error) {
 	}
 	spec := s.spec(b)
 	b.res.volume = spec.WorkspaceVolume
-	sb, err := s.cfg.Manager.Create(s.ctx, spec)
+	sb, err := s.cfg.Manager.Create(ctx, spec)
 	if err != nil {
 		return fmt.Errorf("create sandbox: %w", err)
 	}
 	b.res.sandboxID = sb.ID
-	conn, err := s.waitAgent(s.ctx, id, b.res)
+	conn, err := s.waitAgent(ctx, id, b.res)
 	if err != nil {
 		return err
 	}
@@ -204,7 +212,11 @@ func (s *Server) fillPool(key string) (err error) {
 	if s.closed {
 		return errClosing
 	}
+	if fill.evicted {
+		return errPoolEvicted
+	}
 	s.pool.ready[key] = append(s.pool.ready[key], b)
+	s.pool.fill = nil // ready: evicted from the ready list from now on
 	log.Info("warm pool: sandbox ready", "sandbox", sb.ID, "image", image, "ready", len(s.pool.ready[key]), "took", time.Since(start))
 	return nil
 }
@@ -262,6 +274,7 @@ func (s *Server) claimPooled(ctx context.Context, o boxOptions, threadID string,
 		if b == nil {
 			return nil, nil
 		}
+		s.setBoxEgress(b, o.egress) // egress_thread.go: the thread's rules, before its proxy serves
 		conn, err := s.bindPooled(ctx, b, threadID, log)
 		b.err = err
 		close(b.ready)
@@ -322,37 +335,6 @@ func (s *Server) bindPooled(ctx context.Context, b *box, threadID string, log *s
 		return nil, err
 	}
 	return conn, nil
-}
-
-// sendClaim sends a pooled sandbox's agent its claim and waits (at most
-// helloTimeout) for claimed, before anything else uses conn.
-func (s *Server) sendClaim(conn *websocket.Conn, b *box, threadID string) error {
-	claim := wire.MustNew(wire.TypeClaim, threadID, "claim", wire.Claim{LLMToken: s.sandboxToken(b.id)})
-	if err := writeEnvelope(conn, claim); err != nil {
-		return fmt.Errorf("send claim: %w", err)
-	}
-	if err := conn.SetReadDeadline(time.Now().Add(helloTimeout)); err != nil {
-		return err
-	}
-	defer conn.SetReadDeadline(time.Time{})
-	for {
-		_, r, err := conn.NextReader()
-		if err != nil {
-			return fmt.Errorf("read claimed: %w", err)
-		}
-		env, err := wire.ReadMessage(r, wire.MaxMessageBytes)
-		switch {
-		case err != nil:
-			return fmt.Errorf("read claimed: %w", err)
-		case env.Type == wire.TypeClaimed:
-			return nil
-		case env.Type == wire.TypeError:
-			var werr wire.Error
-			_ = env.Decode(&werr)
-			return fmt.Errorf("agent refused the claim: %w", werr)
-		}
-		// an event of the agent's own (none is expected before the claim)
-	}
 }
 
 // poolOwns reports whether the box id is a pooled sandbox of this run,

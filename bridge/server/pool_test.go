@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -65,18 +64,13 @@ func (e *env) awaitPooled(n int) []sandbox.Spec {
 	return nil
 }
 
+// postThread creates a thread with the bridge's defaults; it fails the
+// test unless 201.
 func (e *env) postThread() wire.ThreadInfo {
 	e.t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, e.hs.URL+"/v1/threads", strings.NewReader(`{}`))
-	req.Header.Set("Authorization", "Bearer "+testToken)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var info wire.ThreadInfo
-	if resp.StatusCode != http.StatusCreated || json.NewDecoder(resp.Body).Decode(&info) != nil {
-		e.t.Fatalf("POST /v1/threads: %s", resp.Status)
+	code, info, werr := e.createThread(`{}`)
+	if code != http.StatusCreated {
+		e.t.Fatalf("POST /v1/threads: %d %+v", code, werr)
 	}
 	return info
 }

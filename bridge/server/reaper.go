@@ -9,9 +9,10 @@ import (
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
-// reap runs until the server closes: every ReapInterval it removes the
-// sandboxes whose maximum lifetime or idle TTL has passed, telling their
-// clients why. It is started by New and waited for by Close.
+// reap runs until the server closes: every ReapInterval it recycles the
+// sandboxes past their maximum lifetime, suspends those idle for their idle
+// TTL, replaces those whose image was updated, and removes the threads
+// suspended for ThreadTTL. It is started by New and waited for by Close.
 func (s *Server) reap() {
 	defer s.reaper.Done()
 	ticker := time.NewTicker(s.cfg.ReapInterval)
@@ -26,13 +27,28 @@ func (s *Server) reap() {
 	}
 }
 
-// reapOnce expires what is due at now.
+// plannedTimeout bounds waiting for a box's threads to replace the sandbox
+// the reaper stopped (recycle): past it the reaper decides again.
+const plannedTimeout = agentReadyTimeout + 3*cleanupTimeout
+
+// reapAction is what the reaper does with one box.
+type reapAction int
+
+const (
+	reapNone    reapAction = iota
+	reapExpire             // remove the box: it has no threads
+	reapRecycle            // new sandbox, same volume, threads go on
+	reapSuspend            // no sandbox; threads suspended
+)
+
+// reapOnce handles what is due at now. It blocks for the engine.
 func (s *Server) reapOnce(now time.Time) {
 	type due struct {
-		b  *box
-		ev wire.SandboxExited
+		b   *box
+		act reapAction
+		ev  wire.SandboxExited
 	}
-	var expired []due
+	var todo []due
 	s.mu.Lock()
 	for _, b := range s.boxes {
 		select {
@@ -40,29 +56,72 @@ func (s *Server) reapOnce(now time.Time) {
 		default:
 			continue // still being created
 		}
-		if b.err != nil {
-			continue
+		if b.err != nil || b.planned != nil && now.Sub(b.plannedAt) < plannedTimeout {
+			continue // a recycle under way
 		}
-		if s.inUse(b) {
-			b.lastUsed = now
-		}
-		switch {
-		case !now.Before(b.expires):
-			expired = append(expired, due{b, wire.SandboxExited{Reason: wire.ExitLifetime,
-				Message: fmt.Sprintf("sandbox removed: it reached its maximum lifetime of %v", s.cfg.MaxLifetime)}})
-		case now.Sub(b.lastUsed) >= b.idleTTL:
-			expired = append(expired, due{b, wire.SandboxExited{Reason: wire.ExitIdle,
-				Message: fmt.Sprintf("sandbox removed: idle for %v", b.idleTTL)}})
+		b.planned = nil // no thread took the recycle up (their agent links were down): decide again
+		if act, ev := s.decide(b, now); act != reapNone {
+			todo = append(todo, due{b, act, ev})
 		}
 	}
 	s.mu.Unlock()
-	for _, d := range expired {
-		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
-		if err := s.expire(ctx, d.b, d.ev); err != nil {
-			s.log.Error("remove expired sandbox", "box", d.b.id, "err", err)
+	ctx, cancel := context.WithTimeout(s.ctx, 2*cleanupTimeout)
+	defer cancel()
+	for _, d := range todo {
+		var err error
+		switch d.act {
+		case reapExpire:
+			err = s.expire(ctx, d.b, d.ev)
+		case reapRecycle:
+			s.recycle(ctx, d.b, d.ev) // lifecycle.go
+		case reapSuspend:
+			err = s.suspend(ctx, d.b, d.ev) // suspend.go
 		}
-		cancel()
+		if err != nil {
+			s.log.Error("reap sandbox", "box", d.b.id, "reason", d.ev.Reason, "err", err)
+		}
 	}
+	s.checkImages(ctx) // imageupdate.go
+	s.retire(ctx, now) // suspend.go
+}
+
+// decide says what is due for b at now. A box whose threads work (a turn
+// or tool call runs) counts as used; past its maximum lifetime it waits for
+// the work to end, up to RecycleGrace. The caller holds s.mu.
+func (s *Server) decide(b *box, now time.Time) (reapAction, wire.SandboxExited) {
+	busy := s.boxBusy(b) // lifecycle.go
+	if busy || s.inUse(b) {
+		b.lastUsed = now
+	}
+	switch {
+	case !now.Before(b.expires):
+		if len(b.threads) == 0 {
+			return reapExpire, wire.SandboxExited{Reason: wire.ExitLifetime,
+				Message: fmt.Sprintf("sandbox removed: it reached its maximum lifetime of %v", s.cfg.MaxLifetime)}
+		}
+		if busy {
+			if b.dueSince.IsZero() {
+				b.dueSince = now
+				s.log.Info("sandbox past its maximum lifetime waits for its work to end", "box", b.id, "grace", s.cfg.RecycleGrace)
+			}
+			if now.Sub(b.dueSince) < s.cfg.RecycleGrace {
+				return reapNone, wire.SandboxExited{}
+			}
+		}
+		msg := fmt.Sprintf("sandbox recycled: it reached its maximum lifetime of %v", s.cfg.MaxLifetime)
+		if busy {
+			msg += fmt.Sprintf("; the running work was interrupted after a grace of %v", s.cfg.RecycleGrace)
+		}
+		return reapRecycle, wire.SandboxExited{Reason: wire.ExitLifetime, Message: msg}
+	case now.Sub(b.lastUsed) >= b.idleTTL:
+		if len(b.threads) == 0 {
+			return reapExpire, wire.SandboxExited{Reason: wire.ExitIdle,
+				Message: fmt.Sprintf("sandbox removed: idle for %v", b.idleTTL)}
+		}
+		return reapSuspend, wire.SandboxExited{Reason: wire.ExitIdle,
+			Message: fmt.Sprintf("sandbox stopped: idle for %v; the thread is suspended and resumes with its workspace and conversation on the next attach", b.idleTTL)}
+	}
+	return reapNone, wire.SandboxExited{}
 }
 
 // inUse reports whether a client is attached to one of b's threads. The
@@ -79,11 +138,11 @@ func (s *Server) inUse(b *box) bool {
 	return false
 }
 
-// expire removes b and its threads: each thread logs ev and closes its
-// clients with it; then the sandbox, its volume, proxy and folder go.
+// expire removes b, a box without threads: the sandbox, its proxies and
+// folder, and its workspace volume unless a suspended thread still owns it.
 func (s *Server) expire(ctx context.Context, b *box, ev wire.SandboxExited) error {
 	s.mu.Lock()
-	if b.gone {
+	if b.gone || len(b.threads) > 0 {
 		s.mu.Unlock()
 		return nil
 	}
@@ -91,21 +150,9 @@ func (s *Server) expire(ctx context.Context, b *box, ev wire.SandboxExited) erro
 	if s.boxes[b.key] == b {
 		delete(s.boxes, b.key)
 	}
-	threads := make([]*thread, 0, len(b.threads))
-	for id, t := range b.threads {
-		threads = append(threads, t)
-		if s.threads[id] == t {
-			delete(s.threads, id)
-		}
-	}
 	s.mu.Unlock()
 	s.log.Info("sandbox expired", "box", b.id, "reason", ev.Reason)
-	var errs []error
-	for _, t := range threads {
-		final := t.logEvent(wire.MustNew(wire.TypeSandboxExited, t.id, "", ev))
-		t.shutdown(final)
-		errs = append(errs, s.cfg.Store.Delete(ctx, t.id))
-	}
-	errs = append(errs, b.res.remove(ctx, s.cfg.Manager))
-	return errors.Join(errs...)
+	res := &resources{dir: b.res.dir, proxy: b.res.proxy, egress: b.res.egress, sandboxID: b.res.sandbox()}
+	err := res.remove(ctx, s.cfg.Manager)
+	return errors.Join(err, s.dropVolumeIfUnused(ctx, b.id)) // suspend.go
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/boxwire/boxwire/bridge/sandbox"
+	"github.com/boxwire/boxwire/bridge/store"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -18,8 +20,10 @@ import (
 // behind: it serves a new LLM proxy in each one's socket folder, greets its
 // agent again and registers its thread (thread scope) or keeps it for its
 // assistant's next threads (assistant scope). It removes what expired,
-// stopped, cannot be reached or has no thread, with their volumes and
-// folders, and removes orphaned volumes and folders. Call it once, before
+// stopped, cannot be reached or has no thread, with their folders; a stored
+// thread left without a sandbox is suspended (suspend.go) and keeps its
+// workspace volume; other volumes and folders of no live sandbox go. Last
+// it replaces sandboxes whose image was updated (imageupdate.go). Call it once, before
 // serving. It blocks until done or ctx ends; it fails only when the engine
 // cannot list sandboxes.
 func (s *Server) Reconcile(ctx context.Context) error {
@@ -38,12 +42,16 @@ func (s *Server) Reconcile(ctx context.Context) error {
 		if err := s.adopt(ctx, sb, now); err != nil {
 			log.Info("removing sandbox of an earlier run", "why", err)
 			s.removeOrphan(ctx, sb, log)
+			s.suspendBoxThreads(ctx, sb, err, log)
 			continue
 		}
 		live[sb.Labels[sandbox.LabelBox]] = true
 		log.Info("adopted sandbox", "scope", sb.Labels[sandbox.LabelScope])
 	}
-	return s.removeStrays(ctx, live)
+	kept := s.suspendLeftovers(ctx)
+	err = s.removeStrays(ctx, live, kept)
+	s.checkImages(ctx) // imageupdate.go
+	return err
 }
 
 // adopt takes over one listed sandbox, or says why it will not.
@@ -61,17 +69,25 @@ func (s *Server) adopt(ctx context.Context, sb sandbox.Sandbox, now time.Time) (
 	case !validName(b.id):
 		return errors.New("no box label")
 	case perr != nil || !now.Before(expires):
-		return errors.New("expired")
+		return errExpired
 	case !sb.Running:
 		return errors.New("not running")
-	case b.scope == wire.ScopeThread && l[sandbox.LabelThread] != b.id && !b.pooled,
+	case b.scope == wire.ScopeThread && !validName(l[sandbox.LabelThread]) && !b.pooled,
 		b.scope == wire.ScopeAssistant && !validName(b.assistant):
 		return errors.New("labels name no thread or assistant")
 	}
 	b.expires = expires
-	b.key = boxKey(b.scope, b.id)
+	if th := l[sandbox.LabelThread]; b.scope == wire.ScopeThread && !b.pooled && th != b.id {
+		b.thread = th // a resumed thread in the box of its pooled sandbox (suspend.go)
+	}
+	b.key = boxKey(b.scope, cmp.Or(b.thread, b.id))
 	if b.scope == wire.ScopeAssistant {
 		b.key = boxKey(b.scope, b.assistant)
+	}
+	if b.pooled { // pool_adopt.go: only one a thread took, under that thread's key and TTL
+		if err := s.adoptPooled(ctx, b); err != nil {
+			return err
+		}
 	}
 	if full, err := s.cfg.Manager.Inspect(ctx, sb.ID); err == nil {
 		b.runtime = full.Runtime
@@ -110,8 +126,10 @@ func (s *Server) adopt(ctx context.Context, sb sandbox.Sandbox, now time.Time) (
 		delete(s.boxes, b.key)
 		b.gone = true
 		s.mu.Unlock()
+		return err
 	}
-	return err
+	s.recordImage(ctx, b) // lifecycle.go
+	return nil
 }
 
 // adoptThreads reconnects b's threads: the one its labels name (thread
@@ -123,18 +141,13 @@ func (s *Server) adoptThreads(ctx context.Context, b *box) error {
 	}
 	var ids []ThreadRecord
 	for _, r := range recs {
-		if r.Box == b.id {
+		if r.Box == b.id && r.Suspended == nil { // suspended ones wait for their client (suspend.go)
 			ids = append(ids, r)
 		}
 	}
-	if b.pooled { // pool.go: adopted only when a thread took it
-		if len(ids) == 0 {
-			return errors.New("pooled sandbox no thread took")
-		}
-		b.thread = ids[0].ID
-	}
+	s.adoptEgress(b, ids, s.log.With("box", b.id)) // egress_thread.go: the rules its threads asked for
 	if b.scope == wire.ScopeThread && len(ids) == 0 {
-		ids = append(ids, ThreadRecord{ID: b.id, Box: b.id, Scope: b.scope, Image: b.image, Runtime: b.runtime, Created: b.created})
+		ids = append(ids, ThreadRecord{ID: cmp.Or(b.thread, b.id), Box: b.id, Scope: b.scope, Image: b.image, Runtime: b.runtime, Created: b.created})
 	}
 	for _, rec := range ids {
 		conn, err := s.waitAgent(ctx, rec.ID, b.res)
@@ -153,9 +166,11 @@ func (s *Server) adoptThreads(ctx context.Context, b *box) error {
 			return fmt.Errorf("read thread log: %w", err)
 		}
 		t := newThread(s, rec.ID, conn, b.res, last, s.log.With("thread", rec.ID))
+		t.gate.set(s.storedPolicy(rec)) // approvals_egress.go
 		if !rec.Created.IsZero() {
 			t.created = rec.Created
 		}
+		s.setLinked(b, rec.ID, b.res.sandbox()) // lifecycle.go
 		if err := s.register(ctx, t, b, rec); err != nil {
 			t.shutdown(wire.Envelope{})
 			return err
@@ -164,27 +179,30 @@ func (s *Server) adoptThreads(ctx context.Context, b *box) error {
 	return nil
 }
 
-// removeOrphan removes a sandbox that was not adopted, with its volume and
-// folder.
+// removeOrphan removes a sandbox that was not adopted, with its folder,
+// and its volume unless a stored thread owns it (it is then suspended).
 func (s *Server) removeOrphan(ctx context.Context, sb sandbox.Sandbox, log *slog.Logger) {
 	res := &resources{sandboxID: sb.ID}
 	if id := sb.Labels[sandbox.LabelBox]; validName(id) {
 		res.volume = "boxwire-ws-" + id
 		res.dir = filepath.Join(s.cfg.DataDir, "run", id)
+		if len(s.recordsOfBox(ctx, id)) > 0 {
+			res.volume = ""
+		}
 	}
 	s.removeResources(ctx, res, log)
 }
 
 // removeStrays removes this bridge's labelled volumes and socket folders
 // that belong to no live sandbox.
-func (s *Server) removeStrays(ctx context.Context, live map[string]bool) error {
+func (s *Server) removeStrays(ctx context.Context, live, kept map[string]bool) error {
 	vols, err := s.cfg.Manager.ListVolumes(ctx, map[string]string{sandbox.LabelOwner: s.cfg.BridgeID})
 	if err != nil {
 		return fmt.Errorf("reconcile: %w", err)
 	}
 	var errs []error
 	for _, v := range vols {
-		if id, ok := strings.CutPrefix(v, "boxwire-ws-"); ok && (live[id] || s.poolOwns(id)) {
+		if id, ok := strings.CutPrefix(v, "boxwire-ws-"); ok && (live[id] || kept[id] || s.poolOwns(id)) {
 			continue
 		}
 		s.log.Info("removing stray volume", "volume", v)
@@ -204,8 +222,10 @@ func (s *Server) removeStrays(ctx context.Context, live map[string]bool) error {
 }
 
 // Collect removes every sandbox and workspace volume labelled with
-// bridgeID, and every socket folder under <dataDir>/run: what `bridge gc`
-// does. Run it only when no bridge with that id is running. It returns how
+// bridgeID, every socket folder under <dataDir>/run and every thread (and
+// its log) in <dataDir>/boxwire.db, suspended ones included: what `bridge
+// gc` does. Run it only when no bridge with that id is running (the store
+// file is locked while one runs). It returns how
 // many sandboxes and volumes it removed.
 func Collect(ctx context.Context, mgr sandbox.Manager, bridgeID, dataDir string) (sandboxes, volumes int, err error) {
 	owner := map[string]string{sandbox.LabelOwner: bridgeID}
@@ -236,6 +256,92 @@ func Collect(ctx context.Context, mgr sandbox.Manager, bridgeID, dataDir string)
 		if err := os.RemoveAll(filepath.Join(dataDir, "run")); err != nil {
 			errs = append(errs, fmt.Errorf("gc: %w", err))
 		}
+		errs = append(errs, forgetThreads(filepath.Join(dataDir, StoreFile)))
 	}
 	return sandboxes, volumes, errors.Join(errs...)
+}
+
+// forgetThreads deletes every thread and its log from the store file at
+// path, if there is one: with their sandboxes and volumes gone, suspended
+// threads (and the rest) have nothing left to resume.
+func forgetThreads(path string) error {
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	st, err := store.Open(path, store.Options{})
+	if err != nil {
+		return fmt.Errorf("gc: %w", err)
+	}
+	ts, err := st.Threads()
+	errs := []error{err}
+	for _, t := range ts {
+		errs = append(errs, st.DeleteThread(t.ID))
+	}
+	errs = append(errs, st.Close())
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("gc: forget threads: %w", err)
+	}
+	return nil
+}
+
+// errExpired: a sandbox of an earlier run is past its maximum lifetime.
+var errExpired = errors.New("expired")
+
+// recordsOfBox returns the stored threads whose sandbox is box id.
+func (s *Server) recordsOfBox(ctx context.Context, id string) []ThreadRecord {
+	recs, err := s.cfg.Store.List(ctx)
+	if err != nil {
+		s.log.Error("list stored threads", "err", err)
+	}
+	var out []ThreadRecord
+	for _, r := range recs {
+		if r.Box == id {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// suspendBoxThreads marks the threads of a sandbox that was not adopted
+// suspended: why "expired" is the maximum lifetime, anything else a
+// sandbox that died while the bridge was away.
+func (s *Server) suspendBoxThreads(ctx context.Context, sb sandbox.Sandbox, why error, log *slog.Logger) {
+	reason := wire.ExitDied
+	if errors.Is(why, errExpired) {
+		reason = wire.ExitLifetime
+	}
+	now := time.Now().UTC().Truncate(time.Second)
+	for _, r := range s.recordsOfBox(ctx, sb.Labels[sandbox.LabelBox]) {
+		if s.lookup(r.ID) != nil || r.Suspended != nil {
+			continue
+		}
+		if err := s.markSuspended(ctx, r.ID, nil, now, reason); err != nil {
+			log.Error("suspend thread", "thread", r.ID, "err", err)
+		}
+	}
+}
+
+// suspendLeftovers marks suspended the stored threads that have no
+// sandbox after adoption (none was left running) and returns the box ids
+// whose workspace volumes the suspended threads keep.
+func (s *Server) suspendLeftovers(ctx context.Context) map[string]bool {
+	recs, err := s.cfg.Store.List(ctx)
+	if err != nil {
+		s.log.Error("list stored threads", "err", err)
+	}
+	kept := map[string]bool{}
+	now := time.Now().UTC().Truncate(time.Second)
+	for _, r := range recs {
+		if s.lookup(r.ID) != nil {
+			continue
+		}
+		kept[r.Box] = true
+		if r.Suspended == nil {
+			s.log.Info("thread has no sandbox: suspended", "thread", r.ID, "box", r.Box)
+			if err := s.markSuspended(ctx, r.ID, nil, now, wire.ExitDied); err != nil {
+				s.log.Error("suspend thread", "thread", r.ID, "err", err)
+			}
+		}
+	}
+	return kept
 }

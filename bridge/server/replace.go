@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -23,15 +24,23 @@ var historyTypes = map[wire.Type]bool{
 }
 
 // replace starts a new sandbox for a thread whose agent went away: the
-// same workspace volume, socket folder and proxies, a new container, the
-// conversation handed over as history; then it publishes sandbox_replaced
-// and starts the new agent goroutines. It runs on the old link's
-// readAgent, after that link's writer returned. Only thread-scope
-// sandboxes are replaced; shutdown stops a replacement under way.
+// same workspace volume, socket folder and proxies, a new container (made
+// once for all the threads of a shared sandbox, see recreate), the
+// thread's own conversation handed over as history; then it publishes
+// sandbox_replaced and starts the new agent goroutines. It runs on the old
+// link's readAgent, after that link's writer returned; shutdown stops a
+// replacement under way.
 func (t *thread) replace(why wire.SandboxExited) error {
-	s, b := t.srv, t.box
-	if b == nil || b.scope != wire.ScopeThread {
-		return errors.New("only thread-scope sandboxes are replaced")
+	s := t.srv
+	s.mu.Lock()
+	b := t.box
+	var old string
+	if b != nil {
+		old = b.linked[t.id]
+	}
+	s.mu.Unlock()
+	if b == nil {
+		return errors.New("the thread has no sandbox")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), agentReadyTimeout+2*cleanupTimeout)
 	defer cancel()
@@ -44,17 +53,19 @@ func (t *thread) replace(why wire.SandboxExited) error {
 		case <-ctx.Done():
 		}
 	}()
-	if err := t.mgr.Remove(ctx, t.res.sandbox()); err != nil {
-		return fmt.Errorf("remove the stopped sandbox: %w", err)
-	}
-	sb, err := t.mgr.Create(ctx, s.spec(b))
+	sbID, err := s.recreate(ctx, b, old, why) // lifecycle.go
 	if err != nil {
-		return fmt.Errorf("create sandbox: %w", err)
+		return err
 	}
-	b.res.setSandbox(sb.ID)
 	conn, err := s.waitAgent(ctx, t.id, b.res)
 	if err != nil {
 		return err
+	}
+	if b.pooled { // pool.go: the new agent of a pooled sandbox is told its thread again
+		if err := s.sendClaim(conn, b, t.id); err != nil {
+			conn.Close()
+			return err
+		}
 	}
 	n, err := t.sendHistory(conn)
 	if err != nil {
@@ -65,9 +76,10 @@ func (t *thread) replace(why wire.SandboxExited) error {
 	if err != nil {
 		return err
 	}
-	t.log.Info("sandbox replaced", "sandbox", sb.ID, "reason", why.Reason, "history_events", n)
+	s.setLinked(b, t.id, sbID)
+	t.log.Info("sandbox replaced", "sandbox", sbID, "reason", why.Reason, "history_events", n)
 	t.publish(wire.MustNew(wire.TypeSandboxReplaced, t.id, "", wire.SandboxReplaced{
-		Reason: why.Reason, SandboxID: sb.ID, Restored: n,
+		Reason: why.Reason, SandboxID: sbID, Restored: n,
 		Message: fmt.Sprintf("sandbox replaced (%s); workspace and conversation kept", why.Message),
 	}))
 	t.startLink(l)
@@ -81,8 +93,9 @@ const reconnectTimeout = 10 * time.Second
 // reconnect greets again the agent of the thread's sandbox, which the
 // engine reports still running although the agent connection ended (an
 // agent drops a peer that falls behind its output; a network hiccup on the
-// socket): the sandbox and its running work are kept, not replaced. Events
-// the agent made while no bridge was attached are not in the log. It runs
+// socket): the sandbox and its running work are kept, not replaced. The
+// new link asks the agent to resume after the thread's agent cursor, so it
+// replays what it made while no bridge was attached (resume.go). It runs
 // on the old link's readAgent after that link's writer returned, like
 // replace, and fails when the agent does not answer within
 // reconnectTimeout, the sandbox exits, or the thread stops.
@@ -116,10 +129,16 @@ func (t *thread) reconnect() error {
 // agent, in frames under maxHistoryFrame, before anything else is sent to
 // it. It returns how many events it sent.
 func (t *thread) sendHistory(conn *websocket.Conn) (int, error) {
-	t.store.Flush()
+	return sendHistory(conn, t.store, t.id, t.log)
+}
+
+// sendHistory writes thread id's conversation events from st to a newly
+// greeted agent (see thread.sendHistory).
+func sendHistory(conn *websocket.Conn, st eventStore, id string, log *slog.Logger) (int, error) {
+	st.Flush()
 	var all []wire.Envelope
 	for after := uint64(0); ; {
-		evs, err := t.store.Events(t.id, after, 4096)
+		evs, err := st.Events(id, after, 4096)
 		if err != nil {
 			return 0, err
 		}
@@ -139,7 +158,7 @@ func (t *thread) sendHistory(conn *websocket.Conn) (int, error) {
 	var chunk []wire.Envelope
 	size, sent := 0, 0
 	flush := func(more bool) error {
-		env := wire.MustNew(wire.TypeHistory, t.id, "", wire.History{Events: chunk, More: more})
+		env := wire.MustNew(wire.TypeHistory, id, "", wire.History{Events: chunk, More: more})
 		sent += len(chunk)
 		chunk, size = nil, 0
 		return writeEnvelope(conn, env)
@@ -147,7 +166,7 @@ func (t *thread) sendHistory(conn *websocket.Conn) (int, error) {
 	for _, e := range all {
 		n := len(e.Data) + len(e.ID) + 64
 		if n > maxHistoryFrame {
-			t.log.Warn("history event too large to hand over; skipped", "seq", e.Seq, "type", e.Type, "bytes", n)
+			log.Warn("history event too large to hand over; skipped", "seq", e.Seq, "type", e.Type, "bytes", n)
 			continue
 		}
 		if size+n > maxHistoryFrame {

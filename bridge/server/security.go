@@ -155,7 +155,9 @@ func (s *Server) securedLLM(cfg llmproxy.Config, dir string) llmproxy.Config {
 }
 
 // serveEgress serves the egress proxy in dir when egress is configured;
-// it returns nil, nil when it is not.
+// it returns nil, nil when it is not. The proxy decides with the bridge's
+// allowlist and policy and the sandbox's own thread rules, looked up at
+// each request (egress_thread.go).
 func (s *Server) serveEgress(dir string, log *slog.Logger) (*egress.Listener, error) {
 	if !s.egressOn() {
 		return nil, nil
@@ -174,6 +176,7 @@ func (s *Server) serveEgress(dir string, log *slog.Logger) (*egress.Listener, er
 	if err := s.egressApprovals(&ecfg, dir); err != nil { // approvals_egress.go
 		return nil, err
 	}
+	ecfg.Check = s.withThreadRules(id, ecfg.Check) // egress_thread.go
 	p := egress.New(ecfg)
 	return p.ServeUnix(filepath.Join(dir, egressSocket))
 }

@@ -71,6 +71,14 @@ type Config struct {
 	// MaxLifetime removes a sandbox this long after its creation, in use
 	// or not; default DefaultMaxLifetime.
 	MaxLifetime time.Duration
+	// ThreadTTL removes a suspended thread (no sandbox: idle TTL) with its
+	// log and workspace volume this long after it was suspended; default
+	// DefaultThreadTTL. DELETE removes one at once.
+	ThreadTTL time.Duration
+	// RecycleGrace is how long a sandbox past its maximum lifetime waits
+	// for its running turns and run_tool calls to end before it is
+	// replaced anyway; default DefaultRecycleGrace.
+	RecycleGrace time.Duration
 	// ReapInterval is how often the reaper looks for expired sandboxes;
 	// default the smaller of 30s and IdleTTL/4.
 	ReapInterval time.Duration
@@ -92,6 +100,11 @@ type Config struct {
 	// Egress is the egress allowlist (see egress.ParseRules); empty means
 	// sandboxes get no egress proxy and so no network at all.
 	Egress []string
+	// EgressThreadMax caps the egress rules a thread may ask for
+	// (wire.CreateThread.Egress): each must fall within one of these rules
+	// (egress.Rule.Within). Empty, the default, refuses every thread's
+	// request; set, every sandbox gets an egress proxy (egress_thread.go).
+	EgressThreadMax []string
 	// Posture is what each agent's hello must report; nil checks nothing.
 	Posture *PosturePolicy
 	// UsageEvents publishes a usage event to a sandbox's threads after
@@ -118,8 +131,10 @@ type Config struct {
 
 // Lifecycle defaults.
 const (
-	DefaultIdleTTL     = 30 * time.Minute
-	DefaultMaxLifetime = 24 * time.Hour
+	DefaultIdleTTL      = 30 * time.Minute
+	DefaultMaxLifetime  = 24 * time.Hour
+	DefaultThreadTTL    = 72 * time.Hour
+	DefaultRecycleGrace = 5 * time.Minute
 )
 
 // LogValue logs the configuration without the token or the key.
@@ -154,6 +169,7 @@ type Server struct {
 	reaper  sync.WaitGroup // the reaper goroutine, started by New
 	ca      caCache        // the egress CA, loaded on first use (approvals_egress.go)
 	pool    warmPool       // warm pool (pool.go); its filler is started by New
+	life    lifecycle      // suspend, resume and recycle bookkeeping (lifecycle.go)
 }
 
 // New checks cfg and returns a server. It starts the reaper goroutine,
@@ -175,6 +191,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if _, err := egress.ParseRules(cfg.Egress); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
+	}
+	if _, err := egress.ParseRules(cfg.EgressThreadMax); err != nil {
+		return nil, fmt.Errorf("server: thread egress cap: %w", err)
 	}
 	if cfg.SandboxUID == 0 {
 		cfg.SandboxUID = 1000

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"sort"
 	"sync"
 	"time"
@@ -20,6 +21,19 @@ type ThreadRecord struct {
 	Image     string
 	Runtime   string
 	Created   time.Time
+	// Suspended is when the thread's sandbox was suspended; nil while the
+	// thread has one (suspend.go). SuspendedFor says why.
+	Suspended    *time.Time
+	SuspendedFor wire.ExitReason
+	// IdleTTL is the thread's own idle TTL; adoption applies it to a
+	// sandbox the warm pool started (pool.go). Zero: the sandbox's label.
+	IdleTTL time.Duration
+	// Egress are the thread's sandbox's egress rules beside the bridge's
+	// (egress_thread.go); adoption gives them back to the sandbox.
+	Egress []string
+	// Policy is the thread's own approval policy (CreateThread.Policy);
+	// adoption and resumption give it back (approvals_egress.go).
+	Policy json.RawMessage
 }
 
 // ThreadStore keeps thread records. The bridge calls it from many
@@ -88,6 +102,10 @@ type eventStore interface {
 	LastSeq(thread string) (uint64, error)
 	// Flush waits until every queued append is committed.
 	Flush()
+	// SaveCursor queues the thread's agent cursor behind the appends
+	// queued before it (resume.go); Cursor reads the stored one.
+	SaveCursor(thread string, c store.Cursor)
+	Cursor(thread string) (c store.Cursor, ok bool, err error)
 }
 
 // boltThreads is the ThreadStore of the bridge's store file: thread
@@ -96,7 +114,8 @@ type boltThreads struct{ st *store.Store }
 
 func (b boltThreads) Put(_ context.Context, r ThreadRecord) error {
 	return b.st.PutThread(store.Thread{ID: r.ID, Box: r.Box, Scope: r.Scope, Assistant: r.Assistant,
-		Image: r.Image, Runtime: r.Runtime, Created: r.Created})
+		Image: r.Image, Runtime: r.Runtime, Created: r.Created, IdleTTL: r.IdleTTL, Egress: r.Egress,
+		Suspended: r.Suspended, SuspendedFor: r.SuspendedFor, Policy: r.Policy})
 }
 
 func (b boltThreads) Get(_ context.Context, id string) (ThreadRecord, bool, error) {
@@ -118,5 +137,6 @@ func (b boltThreads) Delete(_ context.Context, id string) error { return b.st.De
 
 func recordOf(t store.Thread) ThreadRecord {
 	return ThreadRecord{ID: t.ID, Box: t.Box, Scope: t.Scope, Assistant: t.Assistant,
-		Image: t.Image, Runtime: t.Runtime, Created: t.Created}
+		Image: t.Image, Runtime: t.Runtime, Created: t.Created, IdleTTL: t.IdleTTL, Egress: t.Egress,
+		Suspended: t.Suspended, SuspendedFor: t.SuspendedFor, Policy: t.Policy}
 }

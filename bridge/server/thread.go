@@ -52,7 +52,8 @@ type thread struct {
 	wg       sync.WaitGroup
 
 	mu      sync.Mutex
-	link    *agentLink // the current agent connection's state
+	link    *agentLink  // the current agent connection's state
+	cursor  agentCursor // where the log is in the agent's numbering (resume.go)
 	events  eventLog
 	clients map[string]*client // by connection id
 	closing bool
@@ -83,6 +84,7 @@ func newThread(s *Server, id string, agent *websocket.Conn, res *resources, last
 		events:  newEventLog(last, s.cfg.MaxStoredOutput),
 		clients: make(map[string]*client),
 	}
+	t.loadCursor() // resume.go
 	t.startLink(t.link)
 	return t
 }
@@ -135,7 +137,8 @@ func (t *thread) request(c *client, env wire.Envelope) {
 	case env.Type == wire.TypeHistory: // the bridge's alone (replace.go)
 		c.enqueue(wire.ErrorEnvelope(t.id, env.ID, wire.CodeNotAllowed, "history is sent only by the bridge"))
 		return
-	case env.Type == wire.TypeClaim || env.Type == wire.TypeClaimed: // pool.go
+	case env.Type == wire.TypeClaim || env.Type == wire.TypeClaimed, // pool.go
+		env.Type == wire.TypeResume || env.Type == wire.TypeResumed: // resume.go
 		c.enqueue(wire.ErrorEnvelope(t.id, env.ID, wire.CodeNotAllowed, "%s is between the agent and the bridge", env.Type))
 		return
 	case wire.IsRequest(env.Type):
@@ -178,6 +181,7 @@ func (t *thread) readAgent(l *agentLink) {
 	defer t.wg.Done()
 	conn := l.conn
 	defer conn.Close()
+	t.linkStarted() // resume.go: agent events wait for resumed
 	_ = conn.SetReadDeadline(time.Now().Add(pongWait))
 	conn.SetPongHandler(func(string) error {
 		return conn.SetReadDeadline(time.Now().Add(pongWait))
@@ -214,7 +218,10 @@ func (t *thread) fromAgent(env wire.Envelope) {
 		env.ID = id
 	}
 	if env.Seq > 0 {
-		t.publish(env)
+		t.agentEvent(env) // resume.go: duplicates dropped, gaps reported
+		return
+	}
+	if t.resumeAnswer(env) { // resume.go
 		return
 	}
 	if env.Type == wire.TypeToolCheck { // approvals.go
@@ -319,7 +326,7 @@ func (t *thread) agentLost(l *agentLink, err error) {
 	t.mu.Lock()
 	closing := t.closing
 	t.mu.Unlock()
-	if closing {
+	if closing || t.replacedLoss(l) { // lifecycle.go: recycled or shared sandboxes
 		return
 	}
 	sb, stopped := t.exitState()
@@ -381,6 +388,10 @@ func (t *thread) writeAgent(l *agentLink) {
 	defer l.conn.Close()
 	ticker := time.NewTicker(pingPeriod)
 	defer ticker.Stop()
+	if err := writeEnvelope(l.conn, t.resumeRequest()); err != nil { // resume.go: first
+		t.log.Warn("ask agent to resume", "err", err)
+		return
+	}
 	for {
 		select {
 		case env := <-t.toAgent:

@@ -29,6 +29,12 @@ func lifecycleDefaults(cfg Config) Config {
 		cfg.ReapInterval = min(30*time.Second, cfg.IdleTTL/4)
 	}
 	cfg.ReapInterval = max(cfg.ReapInterval, 50*time.Millisecond)
+	if cfg.ThreadTTL <= 0 {
+		cfg.ThreadTTL = DefaultThreadTTL
+	}
+	if cfg.RecycleGrace <= 0 {
+		cfg.RecycleGrace = DefaultRecycleGrace
+	}
 	if cfg.PoolIdle <= 0 {
 		cfg.PoolIdle = DefaultPoolIdle
 	}
@@ -93,6 +99,7 @@ func (s *Server) listThreads(w http.ResponseWriter, r *http.Request) {
 	for _, t := range threads {
 		list.Threads = append(list.Threads, s.info(r.Context(), t))
 	}
+	list.Threads = append(list.Threads, s.suspendedInfos(r.Context())...) // suspend.go
 	sort.Slice(list.Threads, func(i, j int) bool { return list.Threads[i].Created.Before(list.Threads[j].Created) })
 	writeJSON(w, http.StatusOK, list)
 }
@@ -100,6 +107,10 @@ func (s *Server) listThreads(w http.ResponseWriter, r *http.Request) {
 // getThread answers GET /v1/threads/{id}.
 func (s *Server) getThread(w http.ResponseWriter, r *http.Request) {
 	t := s.lookup(r.PathValue("id"))
+	if rec, ok := s.suspendedRecord(r.Context(), r.PathValue("id")); t == nil && ok { // suspend.go
+		writeJSON(w, http.StatusOK, s.suspendedInfo(rec))
+		return
+	}
 	if t == nil {
 		writeJSONError(w, http.StatusNotFound, wire.CodeNotFound, fmt.Sprintf("thread %q not found", r.PathValue("id")))
 		return
@@ -112,6 +123,7 @@ func (s *Server) info(ctx context.Context, t *thread) wire.ThreadInfo {
 	b := t.box
 	s.mu.Lock()
 	idle := b.lastUsed.Add(b.idleTTL)
+	expires, imageID := b.expires, b.imageID // recycling changes them (lifecycle.go)
 	s.mu.Unlock()
 	t.mu.Lock()
 	n := len(t.clients)
@@ -125,8 +137,9 @@ func (s *Server) info(ctx context.Context, t *thread) wire.ThreadInfo {
 	}
 	return wire.ThreadInfo{
 		ID: t.id, Scope: b.scope, Assistant: b.assistant, Image: b.image, Runtime: b.runtime,
-		Status: status, SandboxID: sandboxID, Created: t.created, Expires: b.expires,
+		Status: status, SandboxID: sandboxID, Created: t.created, Expires: expires, ImageID: imageID,
 		IdleExpires: idle.UTC().Truncate(time.Second), Clients: n,
+		Egress: s.boxEgress(b), // egress_thread.go
 	}
 }
 
@@ -136,6 +149,14 @@ func (s *Server) info(ctx context.Context, t *thread) wire.ThreadInfo {
 func (s *Server) deleteThread(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	t := s.lookup(id)
+	if _, ok := s.suspendedRecord(r.Context(), id); t == nil && ok { // suspend.go: thread, log and volume
+		if err := s.removeSuspended(r.Context(), id); err != nil {
+			writeJSONError(w, http.StatusInternalServerError, wire.CodeInternal, err.Error())
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
 	if t == nil {
 		writeJSONError(w, http.StatusNotFound, wire.CodeNotFound, fmt.Sprintf("thread %q not found", id))
 		return

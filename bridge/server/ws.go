@@ -76,6 +76,9 @@ func (s *Server) threadFor(ctx context.Context, hello wire.Hello) (*thread, erro
 		if t := s.lookup(hello.Thread); t != nil {
 			return t, nil
 		}
+		if t, found, err := s.resumeThread(ctx, hello.Thread); found { // suspend.go
+			return t, err
+		}
 		return nil, wire.Error{Code: wire.CodeNotFound, Message: fmt.Sprintf("thread %q not found", hello.Thread)}
 	}
 	ctx, cancel := context.WithCancel(ctx)

@@ -109,6 +109,9 @@ func deleteThreadTx(tx *bolt.Tx, id string) error {
 	if err := tx.Bucket(bucketThreads).Delete([]byte(id)); err != nil {
 		return err
 	}
+	if err := deleteCursorTx(tx, id); err != nil { // cursor.go
+		return err
+	}
 	if act := tx.Bucket(bucketActivity); act != nil {
 		if err := act.Delete([]byte(id)); err != nil {
 			return err

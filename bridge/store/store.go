@@ -39,6 +39,20 @@ type Thread struct {
 	Image     string     `json:"image,omitempty"`
 	Runtime   string     `json:"runtime,omitempty"`
 	Created   time.Time  `json:"created"`
+	// Suspended is when the thread's sandbox was suspended (nil while it
+	// has one); SuspendedFor says why (a wire.ExitReason).
+	Suspended    *time.Time      `json:"suspended,omitempty"`
+	SuspendedFor wire.ExitReason `json:"suspended_for,omitempty"`
+	// IdleTTL is the thread's own idle TTL (CreateThread.TTL, capped),
+	// kept for a sandbox whose labels cannot say it: one the warm pool
+	// started before the thread took it (docs/pool.md). Zero: the label's.
+	IdleTTL time.Duration `json:"idle_ttl,omitempty"`
+	// Egress are the egress rules of the thread's sandbox beside the
+	// bridge's (CreateThread.Egress, canonical; docs/egress-thread.md).
+	Egress []string `json:"egress,omitempty"`
+	// Policy is the thread's own approval policy (CreateThread.Policy),
+	// given back to the thread when it is adopted or resumed.
+	Policy json.RawMessage `json:"policy,omitempty"`
 }
 
 // Options configure a Store. Zero values mean defaults.

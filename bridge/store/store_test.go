@@ -3,6 +3,7 @@ package store_test
 import (
 	"errors"
 	"path/filepath"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -55,7 +56,8 @@ func appendAll(t *testing.T, s *store.Store, thread string, first, n uint64) {
 func TestEventsSurviveReopen(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "boxwire.db")
 	s := open(t, path, store.Options{})
-	rec := store.Thread{ID: "t1", Box: "t1", Scope: wire.ScopeThread, Created: time.Now().UTC().Truncate(time.Second)}
+	rec := store.Thread{ID: "t1", Box: "t1", Scope: wire.ScopeThread, Created: time.Now().UTC().Truncate(time.Second),
+		Egress: []string{"api.example.com", "127.0.0.1:8080"}}
 	if err := s.PutThread(rec); err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +67,7 @@ func TestEventsSurviveReopen(t *testing.T) {
 	}
 	s = open(t, path, store.Options{})
 	got, ok, err := s.Thread("t1")
-	if err != nil || !ok || got != rec {
+	if err != nil || !ok || !reflect.DeepEqual(got, rec) {
 		t.Fatalf("Thread = %+v, %v, %v; want %+v", got, ok, err, rec)
 	}
 	last, err := s.LastSeq("t1")

@@ -11,12 +11,13 @@ import (
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
-// item is one queued append.
+// item is one queued append, cursor (cursor.go) or flush marker.
 type item struct {
 	thread string
 	env    wire.Envelope
 	done   func(error) // nil for flush markers and callers that do not care
 	flush  chan struct{}
+	cursor *Cursor // set for SaveCursor
 }
 
 // writer is the store's group-commit goroutine: it takes everything queued,
@@ -163,8 +164,13 @@ func (w *writer) commit(batch []item) error {
 	now := time.Now()
 	return w.s.db.Update(func(tx *bolt.Tx) error {
 		events := tx.Bucket(bucketEvents)
+		cursors := map[string]*Cursor{}
 		for _, it := range batch {
 			if it.flush != nil {
+				continue
+			}
+			if it.cursor != nil {
+				cursors[it.thread] = it.cursor // the newest wins
 				continue
 			}
 			b, err := events.CreateBucketIfNotExists([]byte(it.thread))
@@ -182,6 +188,6 @@ func (w *writer) commit(batch []item) error {
 				return err
 			}
 		}
-		return nil
+		return putCursors(tx, cursors)
 	})
 }

@@ -38,6 +38,9 @@ const (
 	ExitIdle ExitReason = "idle_timeout"
 	// ExitLifetime: the sandbox reached its maximum lifetime.
 	ExitLifetime ExitReason = "max_lifetime"
+	// ExitImageUpdate: the thread's image reference now names a newer
+	// image; the sandbox is replaced by one running it.
+	ExitImageUpdate ExitReason = "image_update"
 )
 
 // SandboxExited is the payload of TypeSandboxExited.
@@ -81,12 +84,20 @@ type CreateThread struct {
 	// Policy is this thread's approval policy (docs/approvals.md: rules
 	// only), checked before the bridge's own rules.
 	Policy json.RawMessage `json:"policy,omitempty"`
+	// Egress are egress rules for this thread's sandbox, in the syntax of
+	// the bridge's allowlist, added to the bridge's own; each must fall
+	// within the bridge's thread cap (docs/egress-thread.md).
+	Egress []string `json:"egress,omitempty"`
 }
 
 // Sandbox states in ThreadInfo.Status.
 const (
 	SandboxRunning      = "running"
 	SandboxExitedStatus = "exited"
+	// SandboxSuspended: the thread has no sandbox (idle TTL, or none was
+	// running at the bridge's start); its log and workspace are kept, and
+	// the next client attach starts a new sandbox with its history.
+	SandboxSuspended = "suspended"
 )
 
 // ThreadInfo describes a thread and its sandbox in the threads API.
@@ -96,15 +107,25 @@ type ThreadInfo struct {
 	Assistant string `json:"assistant,omitempty"`
 	Image     string `json:"image"`
 	Runtime   string `json:"runtime,omitempty"`
-	// Status is SandboxRunning or SandboxExitedStatus.
+	// Status is SandboxRunning, SandboxExitedStatus or SandboxSuspended.
 	Status    string    `json:"status"`
 	SandboxID string    `json:"sandbox_id"`
 	Created   time.Time `json:"created"`
-	// Expires is when the sandbox is removed at the latest (its maximum
-	// lifetime); IdleExpires is when it is removed if nobody uses it.
+	// Expires is when the sandbox is replaced at the latest (its maximum
+	// lifetime); IdleExpires is when it is suspended if nobody uses it.
+	// For a suspended thread, Expires is when the thread itself is removed
+	// (the bridge's thread retention) and IdleExpires is zero.
 	Expires     time.Time `json:"expires"`
 	IdleExpires time.Time `json:"idle_expires"`
 	Clients     int       `json:"clients"`
+	// Egress are the sandbox's egress rules beside the bridge's
+	// (CreateThread.Egress, canonical form); empty when it has none.
+	Egress []string `json:"egress,omitempty"`
+	// ImageID is the image id the sandbox runs, when the bridge knows it.
+	ImageID string `json:"image_id,omitempty"`
+	// Suspended is when the thread's sandbox was suspended (status
+	// SandboxSuspended only).
+	Suspended *time.Time `json:"suspended,omitempty"`
 }
 
 // ThreadList is the body of GET /v1/threads.

@@ -92,6 +92,8 @@ type Hello struct {
 	// Posture is, from an agent, what it found about its confinement
 	// (see security.go); nil from other roles.
 	Posture *Posture `json:"posture,omitempty"`
+	// Instance is, from an agent, its process's random id (resume.go).
+	Instance string `json:"instance,omitempty"`
 }
 
 // Roles carried in Hello.Role.

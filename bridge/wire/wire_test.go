@@ -61,6 +61,9 @@ var golden = []struct {
 	{"egress_allowed", withSeq(wire.MustNew(wire.TypeEgress, "t_4f9c2a1b3c5d", "", wire.EgressDecision{Method: "GET", Host: "pypi.org", Port: 80, Allowed: true, Rule: "pypi.org"}), 14)},
 	{"history", wire.MustNew(wire.TypeHistory, "t_4f9c2a1b3c5d", "", wire.History{Events: []wire.Envelope{withSeq(wire.MustNew(wire.TypeUserEcho, "t_4f9c2a1b3c5d", "m1", wire.UserMessage{Text: "remember 42"}), 1), withSeq(wire.MustNew(wire.TypeAssistantMessage, "t_4f9c2a1b3c5d", "m1", wire.Text{Text: "I will remember 42."}), 3)}, More: true})},
 	{"sandbox_replaced", withSeq(wire.MustNew(wire.TypeSandboxReplaced, "t_4f9c2a1b3c5d", "", wire.SandboxReplaced{Reason: wire.ExitOOM, SandboxID: "5e1c0ffee000", Restored: 14, Message: "sandbox replaced after it stopped (exit code 137); workspace and conversation kept"}), 16)},
+	{"sandbox_exited_lifetime", withSeq(wire.MustNew(wire.TypeSandboxExited, "t_4f9c2a1b3c5d", "", wire.SandboxExited{Reason: wire.ExitLifetime, Message: "sandbox recycled: it reached its maximum lifetime of 24h0m0s"}), 17)},
+	{"sandbox_replaced_image_update", withSeq(wire.MustNew(wire.TypeSandboxReplaced, "t_4f9c2a1b3c5d", "", wire.SandboxReplaced{Reason: wire.ExitImageUpdate, SandboxID: "7a2b0ffee111", Restored: 14, Message: "sandbox replaced (image boxwire:latest updated from sha256:1f2e3d4c5b6a to sha256:9a8b7c6d5e4f); workspace and conversation kept"}), 18)},
+	{"sandbox_replaced_idle", withSeq(wire.MustNew(wire.TypeSandboxReplaced, "t_4f9c2a1b3c5d", "", wire.SandboxReplaced{Reason: wire.ExitIdle, SandboxID: "7a2b0ffee222", Restored: 14, Message: "suspended thread resumed in a new sandbox; workspace and conversation kept"}), 19)},
 	{"error_budget", withSeq(wire.ErrorEnvelope("t_4f9c2a1b3c5d", "", wire.CodeBudgetExceeded, "thread token budget of 100000 tokens is spent (100150 used)"), 15)},
 	{"tool_check", wire.MustNew(wire.TypeToolCheck, "local", "chk_1", wire.ToolCheck{CallID: "call_5", Name: "execute", Arguments: json.RawMessage(`{"command":"git push origin main"}`)})},
 	{"tool_verdict_denied", wire.MustNew(wire.TypeToolVerdict, "local", "chk_1", wire.ToolVerdict{Reason: "denied by c3: not today"})},
@@ -71,6 +74,10 @@ var golden = []struct {
 	{"approval_decision", withSeq(wire.MustNew(wire.TypeApprovalDecision, "t_4f9c2a1b3c5d", "", wire.ApprovalDecision{ApprovalID: "ap_9d1e3a7b5c2f", ApprovalAction: wire.ApprovalAction{Kind: wire.ApprovalTool, Tool: "execute", CallID: "call_5", Arguments: json.RawMessage(`{"command":"git push origin main"}`)}, Verdict: wire.VerdictApproved, By: "c3", At: "2026-12-01T10:04:12Z", Rule: "tool execute command=git push*"}), 17)},
 	{"claim", wire.MustNew(wire.TypeClaim, "t_4f9c2a1b3c5d", "claim_1", wire.Claim{LLMToken: "9b1d0c7e2f4a6b8c"})},
 	{"claimed", wire.MustNew(wire.TypeClaimed, "t_4f9c2a1b3c5d", "claim_1", nil)},
+	{"resume", wire.MustNew(wire.TypeResume, "t_4f9c2a1b3c5d", "resume", wire.Resume{Instance: "a3f09c1d2b7e4f60", After: 1207})},
+	{"hello_agent_instance", wire.MustNew(wire.TypeHello, "t_4f9c2a1b3c5d", "", wire.Hello{Version: wire.Version, Role: wire.RoleAgent, Software: "boxwire-agent/0.1.0", Thread: "t_4f9c2a1b3c5d", Instance: "a3f09c1d2b7e4f60"})},
+	{"resumed", wire.MustNew(wire.TypeResumed, "t_4f9c2a1b3c5d", "resume", wire.Resumed{Instance: "a3f09c1d2b7e4f60", After: 1207, Replayed: 42})},
+	{"events_lost", withSeq(wire.MustNew(wire.TypeEventsLost, "t_4f9c2a1b3c5d", "", wire.EventsLost{Instance: "a3f09c1d2b7e4f60", From: 1208, To: 1530, Count: 323, Message: "323 events the agent made while no bridge was attached are no longer held (its backlog keeps 8 MiB)"}), 20)},
 	{"approval_decision_timeout", withSeq(wire.MustNew(wire.TypeApprovalDecision, "t_4f9c2a1b3c5d", "", wire.ApprovalDecision{ApprovalID: "ap_0b7c4e2d9a1f", ApprovalAction: wire.ApprovalAction{Kind: wire.ApprovalEgress, Method: "CONNECT", Host: "pypi.org", Port: 443}, Verdict: wire.VerdictDenied, By: wire.ByTimeout, At: "2026-12-01T10:07:00Z", Reason: "no answer within 1m0s"}), 19)},
 }
 

@@ -32,6 +32,11 @@ type Config struct {
 	Token string
 	// Thread is the thread to attach to; empty asks for a new one.
 	Thread string
+	// Create, when set and Thread is empty, gives the new thread's
+	// settings (image, runtime, scope, ttl, egress, policy): Dial creates
+	// it through the bridge's HTTP API (CreateThread) and then attaches.
+	// A standalone agent has no such API; leave it nil there.
+	Create *wire.CreateThread
 	// AfterSeq is the last event seq already seen; the server replays every
 	// later event it still has after its hello.
 	AfterSeq uint64
@@ -41,6 +46,11 @@ type Config struct {
 	// EventBuffer is how many events may wait unread on Events before the
 	// connection is dropped with ErrSlowConsumer; 0 means 4096.
 	EventBuffer int
+	// Receiver, when set, sees the connection's traffic first, on its
+	// reader goroutine: every binary frame (terminal bytes, which Events
+	// never carries) and every JSON message but pong, in arrival order.
+	// A message it consumes does not go on to Events. See Receiver.
+	Receiver Receiver
 	// Logger receives debug logs; nil discards them.
 	Logger *slog.Logger
 }

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -49,6 +48,7 @@ type Conn struct {
 	idPrefix string
 	nextID   atomic.Uint64
 	lastSeq  atomic.Uint64
+	rcv      Receiver // Config.Receiver, nil for none
 
 	events    chan wire.Envelope // closed by the reader
 	outbox    chan outgoing      // read by the writer only
@@ -64,6 +64,7 @@ type Conn struct {
 
 // outgoing is one frame for the writer; done receives the write's result.
 type outgoing struct {
+	kind int // websocket.TextMessage or websocket.BinaryMessage
 	data []byte
 	done chan error // buffered, capacity 1
 }
@@ -75,34 +76,12 @@ type outgoing struct {
 // unwraps to its wire.Error (errors.As gives the code). The caller must
 // Close the returned Conn.
 func Dial(ctx context.Context, cfg Config) (*Conn, error) {
-	ep, err := resolve(cfg)
+	ws, hello, err := DialWebSocket(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("dial: %w", err)
-	}
-	d := websocket.Dialer{NetDialContext: ep.dial, HandshakeTimeout: handshakeTimeout}
-	if ep.dial == nil {
-		d.Proxy = http.ProxyFromEnvironment
-	}
-	header := http.Header{}
-	if cfg.Token != "" {
-		header.Set("Authorization", "Bearer "+cfg.Token)
-	}
-	ws, resp, err := d.DialContext(ctx, ep.ws.String(), header)
-	if err != nil {
-		if resp != nil {
-			defer resp.Body.Close()
-			return nil, fmt.Errorf("dial %s: %w", ep.ws.Redacted(), newHTTPError(resp))
-		}
-		return nil, fmt.Errorf("dial %s: %w", ep.ws.Redacted(), err)
-	}
-	ws.SetReadLimit(wire.MaxMessageBytes)
-	hello, err := handshake(ctx, ws, cfg)
-	if err != nil {
-		ws.Close()
-		return nil, fmt.Errorf("dial %s: hello: %w", ep.ws.Redacted(), err)
+		return nil, err
 	}
 	c := newConn(ws, cfg, hello)
-	c.log.Debug("connected", "url", ep.ws.Redacted(), "server", hello.Software)
+	c.log.Debug("connected", "server", hello.Software)
 	go c.readPump()
 	go c.writePump()
 	return c, nil
@@ -131,6 +110,7 @@ func newConn(ws *websocket.Conn, cfg Config, hello wire.Hello) *Conn {
 		readDone:  make(chan struct{}),
 		writeDone: make(chan struct{}),
 		pings:     make(map[string]chan error),
+		rcv:       cfg.Receiver,
 	}
 	c.lastSeq.Store(cfg.AfterSeq)
 	return c
@@ -205,6 +185,10 @@ func (c *Conn) Thread() string { return c.thread }
 // Server is the hello the server answered with.
 func (c *Conn) Server() wire.Hello { return c.server }
 
+// Done is closed when the connection has ended (Err then says why),
+// before Events is closed.
+func (c *Conn) Done() <-chan struct{} { return c.readDone }
+
 // Events delivers every message from the server except pong — events and
 // errors — in the order they arrived. It is closed when the connection
 // ends; Err then says why. It has a single consumer (see Conn).
@@ -268,35 +252,51 @@ func (c *Conn) Send(ctx context.Context, env wire.Envelope) error {
 	if err != nil {
 		return fmt.Errorf("send %s: %w", env.Type, err)
 	}
-	if len(data) > wire.MaxMessageBytes {
-		return fmt.Errorf("send %s: %d bytes: %w", env.Type, len(data), wire.ErrTooLarge)
-	}
-	select {
-	case <-c.readDone: // the connection is ending
-		return fmt.Errorf("send %s: %w", env.Type, c.endErr())
-	default:
-	}
-	out := outgoing{data: data, done: make(chan error, 1)}
-	select {
-	case c.outbox <- out:
-	case <-c.writeDone:
-		return fmt.Errorf("send %s: %w", env.Type, c.endErr())
-	case <-ctx.Done():
-		return fmt.Errorf("send %s: %w", env.Type, ctx.Err())
-	}
-	select {
-	case err = <-out.done:
-	case <-c.writeDone:
-		select {
-		case err = <-out.done:
-		default:
-			err = c.endErr()
-		}
-	case <-ctx.Done():
-		err = ctx.Err()
-	}
-	if err != nil {
+	if err := c.send(ctx, websocket.TextMessage, data); err != nil {
 		return fmt.Errorf("send %s: %w", env.Type, err)
 	}
 	return nil
+}
+
+// SendBinary queues data as one binary frame (a terminal frame,
+// wire.AppendFrame) and waits like Send. It is safe for concurrent use.
+func (c *Conn) SendBinary(ctx context.Context, data []byte) error {
+	if err := c.send(ctx, websocket.BinaryMessage, data); err != nil {
+		return fmt.Errorf("send binary frame: %w", err)
+	}
+	return nil
+}
+
+// send queues one frame of kind and waits until it is written, the
+// connection ends, or ctx ends.
+func (c *Conn) send(ctx context.Context, kind int, data []byte) error {
+	if len(data) > wire.MaxMessageBytes {
+		return fmt.Errorf("%d bytes: %w", len(data), wire.ErrTooLarge)
+	}
+	select {
+	case <-c.readDone: // the connection is ending
+		return c.endErr()
+	default:
+	}
+	out := outgoing{kind: kind, data: data, done: make(chan error, 1)}
+	select {
+	case c.outbox <- out:
+	case <-c.writeDone:
+		return c.endErr()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-out.done:
+		return err
+	case <-c.writeDone:
+		select {
+		case err := <-out.done:
+			return err
+		default:
+			return c.endErr()
+		}
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

@@ -8,9 +8,10 @@ import (
 	"github.com/gorilla/websocket"
 )
 
-// readPump is the connection's only reader. It delivers messages on
-// c.events, wakes Ping waiters, and on return records why it stopped and
-// closes c.events and c.readDone. It never blocks on the consumer: a full
+// readPump is the connection's only reader. It hands frames to the
+// Receiver (when there is one), delivers the other messages on c.events,
+// wakes Ping waiters, and on return records why it stopped and closes
+// c.events and c.readDone. It never blocks on the consumer: a full
 // c.events ends the connection with ErrSlowConsumer.
 func (c *Conn) readPump() {
 	defer func() {
@@ -23,28 +24,50 @@ func (c *Conn) readPump() {
 	alive()
 	c.ws.SetPongHandler(func(string) error { alive(); return nil })
 	for {
-		_, data, err := c.ws.ReadMessage()
+		kind, data, err := c.ws.ReadMessage()
 		if err != nil {
 			c.fail(fmt.Errorf("read: %w", err))
 			c.log.Debug("reader stopped", "err", c.Err())
 			return
 		}
 		alive()
-		env, err := wire.Parse(data)
-		if err != nil {
-			c.log.Warn("ignoring frame", "err", err)
-			continue
-		}
-		if c.wakePing(env) {
-			continue
-		}
-		if !c.deliver(env) {
-			c.fail(fmt.Errorf("%w: more than %d unread", ErrSlowConsumer, cap(c.events)))
-			c.log.Warn("dropping connection", "err", c.Err())
+		if err := c.route(kind, data); err != nil {
+			c.fail(err)
+			c.log.Warn("dropping connection", "err", err)
 			_ = c.ws.Close()
 			return
 		}
 	}
+}
+
+// route hands one frame to the Receiver, a Ping waiter or Events. An
+// error ends the connection: a full Events, or a panicking Receiver.
+func (c *Conn) route(kind int, data []byte) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("receiver panicked: %v", r)
+		}
+	}()
+	if kind == websocket.BinaryMessage {
+		if c.rcv != nil {
+			c.rcv.Binary(data)
+		} else {
+			c.log.Debug("ignoring binary frame", "bytes", len(data))
+		}
+		return nil
+	}
+	env, err := wire.Parse(data)
+	if err != nil {
+		c.log.Warn("ignoring frame", "err", err)
+		return nil
+	}
+	if c.wakePing(env) || (c.rcv != nil && c.rcv.Message(env)) {
+		return nil
+	}
+	if !c.deliver(env) {
+		return fmt.Errorf("%w: more than %d unread", ErrSlowConsumer, cap(c.events))
+	}
+	return nil
 }
 
 // deliver puts env on c.events without waiting and advances LastSeq; it
@@ -113,7 +136,7 @@ func (c *Conn) writePump() {
 			default:
 			}
 			_ = c.ws.SetWriteDeadline(time.Now().Add(writeWait))
-			err := c.ws.WriteMessage(websocket.TextMessage, out.data)
+			err := c.ws.WriteMessage(out.kind, out.data)
 			out.done <- err
 			if err != nil {
 				c.fail(fmt.Errorf("write: %w", err))

@@ -9,13 +9,22 @@ import (
 	"github.com/gorilla/websocket"
 )
 
-// DialWebSocket connects to cfg.URL and exchanges hellos exactly like Dial,
-// but hands back the bare WebSocket for callers that speak more than JSON
-// on it (client/term: binary terminal frames). It blocks until the
+// DialWebSocket connects to cfg.URL and exchanges hellos; Dial uses it,
+// and it hands the bare WebSocket to callers that must drive the socket
+// themselves (tests that misbehave on purpose; binary frames need not:
+// see Config.Receiver). cfg.Receiver is not used. It blocks until the
 // server's hello or ctx's end; ctx bounds only the handshake. The caller
 // owns the socket (one reader, one writer) and must close it; the returned
-// hello has Thread filled in.
+// hello has Thread filled in. When cfg.Thread is empty and cfg.Create is
+// set, it first creates the thread with CreateThread.
 func DialWebSocket(ctx context.Context, cfg Config) (*websocket.Conn, wire.Hello, error) {
+	if cfg.Thread == "" && cfg.Create != nil {
+		info, err := CreateThread(ctx, cfg, *cfg.Create)
+		if err != nil {
+			return nil, wire.Hello{}, fmt.Errorf("dial: %w", err)
+		}
+		cfg.Thread = info.ID
+	}
 	ep, err := resolve(cfg)
 	if err != nil {
 		return nil, wire.Hello{}, fmt.Errorf("dial: %w", err)

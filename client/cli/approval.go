@@ -130,10 +130,13 @@ func describeAction(r wire.ApprovalRequest) string {
 }
 
 // askInteractive shows req in the interactive chat and takes the next
-// line typed as the answer: y, yes, approve or /approve approves, any
-// other line denies. With no line before the request expires it stays
-// open (/approve and /deny still answer it until the bridge denies it).
-// It blocks until a line comes or the request expires.
+// line typed as the answer: y, yes, approve or /approve approves;
+// /deny [REASON] denies with that reason; /approve ID and /deny ID
+// [REASON] answer request ID (when ID is another request, that one is
+// answered and req is asked again); any other line denies. With no line
+// before the request expires it stays open (/approve and /deny still
+// answer it until the bridge denies it). It blocks until a line answers
+// req or the request expires.
 func (s *session) askInteractive(req wire.ApprovalRequest) {
 	s.asked = append(s.asked, req.ApprovalID)
 	s.r.EndLine()
@@ -148,36 +151,63 @@ func (s *session) askInteractive(req wire.ApprovalRequest) {
 	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
-	_ = s.ask()
-	select {
-	case line, ok := <-s.lines:
-		if !ok {
+	for {
+		_ = s.ask()
+		select {
+		case line, ok := <-s.lines:
+			if !ok {
+				return
+			}
+			s.r.LineEntered()
+			if s.answerLine(req.ApprovalID, line) {
+				return
+			}
+			s.r.Printf("approve %s? [y/N]", req.ApprovalID)
+		case <-timer.C:
+			s.r.Printf("approval %s expired unanswered (denied)", req.ApprovalID)
 			return
 		}
-		s.r.LineEntered()
-		switch strings.ToLower(strings.TrimSpace(line)) {
-		case "y", "yes", "approve", "/approve":
-			s.answer(req.ApprovalID, true, "")
-		default:
-			s.answer(req.ApprovalID, false, "denied by the user")
-		}
-	case <-timer.C:
-		s.r.Printf("approval %s expired unanswered (denied)", req.ApprovalID)
 	}
 }
 
+// answerLine answers with one line typed at request id's prompt and
+// reports whether it answered id (false: it answered another request).
+func (s *session) answerLine(id, line string) bool {
+	fields := strings.Fields(line)
+	if len(fields) > 0 && (fields[0] == "/approve" || fields[0] == "/deny") {
+		return s.answerCommand(fields[0], fields[1:], id) == id
+	}
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes", "approve":
+		s.answer(id, true, "")
+	default:
+		s.answer(id, false, "denied by the user")
+	}
+	return true
+}
+
 // answerCommand runs /approve [ID] or /deny [ID] [REASON]; without an ID
-// it answers the newest open request.
-func (s *session) answerCommand(cmd string, args []string) {
+// it answers def, or the newest open request when def is empty. /approve
+// takes its argument as the ID whatever it looks like (a mistyped ID must
+// not approve another request); /deny takes its first argument as the ID
+// when it starts with "ap_", else as the first word of the reason. It
+// returns the id answered ("" for none).
+func (s *session) answerCommand(cmd string, args []string, def string) string {
 	id := ""
-	if len(args) > 0 && strings.HasPrefix(args[0], "ap_") {
+	switch {
+	case cmd == "/approve" && len(args) > 1:
+		s.r.Printf("usage: /approve [ID]")
+		return ""
+	case len(args) > 0 && (cmd == "/approve" || strings.HasPrefix(args[0], "ap_")):
 		id, args = args[0], args[1:]
-	} else if len(s.asked) > 0 {
+	case def != "":
+		id = def
+	case len(s.asked) > 0:
 		id = s.asked[len(s.asked)-1]
 	}
 	if id == "" {
 		s.r.Printf("no open approval request (usage: %s [ID])", cmd)
-		return
+		return ""
 	}
 	reason := strings.Join(args, " ")
 	if cmd == "/deny" && reason == "" {
@@ -185,4 +215,5 @@ func (s *session) answerCommand(cmd string, args []string) {
 	}
 	s.answer(id, cmd == "/approve", reason)
 	s.r.Printf("%s sent for %s", strings.TrimPrefix(cmd, "/"), id)
+	return id
 }

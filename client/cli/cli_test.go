@@ -42,13 +42,7 @@ func (o *output) String() string {
 // waitFor fails the test unless s appears within waitTimeout.
 func (o *output) waitFor(t *testing.T, s string) {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !strings.Contains(o.String(), s) {
-		if time.Now().After(deadline) {
-			t.Fatalf("output never contained %q; got:\n%s", s, o.String())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	o.waitForCount(t, s, 1)
 }
 
 // client runs cli.Run in the background; wait returns its exit code.
@@ -175,11 +169,7 @@ func TestOneShotConnectionErrors(t *testing.T) {
 }
 
 func TestInteractive(t *testing.T) {
-	srv := chattest.New(t, chattest.Options{Handler: chattest.Scripted("t_chat", okTurn)})
-	in, typed := io.Pipe()
-	defer typed.Close()
-	c := start(t, cli.Options{Chat: chat.Config{URL: srv.URL}, In: in})
-	c.out.waitFor(t, "› ")
+	c, typed := startChat(t, "t_chat", okTurn)
 	io.WriteString(typed, "hello\n")
 	c.out.waitFor(t, "Done.\n› ")
 	io.WriteString(typed, "  \nagain\n")
@@ -196,11 +186,7 @@ func TestInteractive(t *testing.T) {
 }
 
 func TestInteractiveInterrupts(t *testing.T) {
-	srv := chattest.New(t, chattest.Options{Handler: chattest.Scripted("", waitingTurn)})
-	in, typed := io.Pipe()
-	defer typed.Close()
-	c := start(t, cli.Options{Chat: chat.Config{URL: srv.URL}, In: in})
-	c.out.waitFor(t, "› ")
+	c, typed := startChat(t, "", waitingTurn)
 	io.WriteString(typed, "long job\n")
 	c.out.waitFor(t, "waiting")
 	c.interrupts <- os.Interrupt // during the turn: interrupts it

@@ -192,7 +192,7 @@ func (s *session) command(ctx context.Context, line string) (code int, quit bool
 	case "/status":
 		s.r.Printf("%s", s.statusLine())
 	case "/approve", "/deny":
-		s.answerCommand(cmd, args) // approval.go
+		s.answerCommand(cmd, args, "") // approval.go
 	default:
 		s.r.Printf("unknown command %s (try /help)", cmd)
 	}

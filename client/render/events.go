@@ -75,6 +75,15 @@ func (r *Renderer) lifecycle(env wire.Envelope) {
 		}
 		r.EndLine()
 		r.styled(style, line)
+	case wire.TypeEventsLost:
+		var e wire.EventsLost
+		_ = env.Decode(&e) // the warning stands without its details
+		line := fmt.Sprintf("⚠ %d events lost", e.Count)
+		if e.Message != "" {
+			line += ": " + e.Message
+		}
+		r.EndLine()
+		r.styled(styleRed, line)
 	}
 	r.write("\n")
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/clipperhouse/displaywidth"
+
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -215,7 +217,9 @@ func (r *Renderer) columns() int {
 var ansi = regexp.MustCompile("\x1b(\\[[0-9;?]*[ -/]*[@-~]|\\][^\x07\x1b]*(\x07|\x1b\\\\)|[@-Z\\\\-_])")
 
 // clip strips escape sequences and control characters from a line of
-// output and cuts it to width runes, so that it fills one screen row.
+// output and cuts it to width terminal columns (wide characters count two,
+// combining and zero-width ones nothing; grapheme clusters stay whole), so
+// that it fills at most one screen row.
 func clip(s string, width int) string {
 	s = ansi.ReplaceAllString(s, "")
 	s = strings.Map(func(c rune) rune {
@@ -227,8 +231,13 @@ func clip(s string, width int) string {
 		}
 		return c
 	}, s)
-	if runes := []rune(s); len(runes) > width && width > 1 {
-		return string(runes[:width-1]) + "…"
+	if width < 2 {
+		return s
 	}
-	return s
+	return displaywidth.TruncateString(s, width, "…")
 }
+
+// Width is the number of terminal columns s takes: East Asian wide and
+// fullwidth characters and emoji take two, combining marks and zero-width
+// characters none. Escape sequences are not recognised: strip them first.
+func Width(s string) int { return displaywidth.String(s) }

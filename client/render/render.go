@@ -7,6 +7,8 @@ import (
 	"io"
 	"strings"
 
+	"github.com/clipperhouse/displaywidth"
+
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -22,7 +24,7 @@ const (
 const (
 	outputIndent = "    " // live tool output and result previews
 	resultIndent = "  ⎿ " // the result line of a tool call
-	maxSummary   = 60     // runes of a tool call's argument summary
+	maxSummary   = 60     // columns of a tool call's argument summary
 	maxPreview   = 4      // lines of a tool result shown when nothing streamed
 )
 
@@ -175,8 +177,10 @@ func (r *Renderer) Render(env wire.Envelope) error {
 			r.styled(styleRed, "✗ error: "+e.Error())
 			r.write("\n")
 		}
-	case wire.TypeSandboxExited, wire.TypeSandboxReplaced, wire.TypeUsage, wire.TypeEgress:
+	case wire.TypeSandboxExited, wire.TypeSandboxReplaced, wire.TypeUsage, wire.TypeEgress, wire.TypeEventsLost:
 		r.lifecycle(env)
+	case wire.TypeApprovalDecision:
+		r.approvalDecision(env) // approval.go
 	default:
 		r.EndLine()
 		r.styled(styleDim, "· "+string(env.Type))
@@ -321,8 +325,8 @@ func summarize(args json.RawMessage) string {
 	}
 	line := firstLine(s)
 	cut := line != strings.TrimRight(s, "\n")
-	if runes := []rune(line); len(runes) > maxSummary {
-		line, cut = string(runes[:maxSummary]), true
+	if Width(line) > maxSummary {
+		line, cut = displaywidth.TruncateString(line, maxSummary, ""), true
 	}
 	if cut {
 		line = strings.TrimRight(line, " ") + " …"

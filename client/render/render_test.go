@@ -56,6 +56,7 @@ func script() []wire.Envelope {
 		wire.ErrorEnvelope("t_1", "m-3", wire.CodeLLM, "model endpoint: 502 bad gateway"),
 		ev(wire.TypeTurnDone, "m-3", wire.TurnDone{Reason: wire.ReasonError}),
 		{Type: "sandbox_replaced", Thread: "t_1", Seq: 40},
+		ev(wire.TypeEventsLost, "", wire.EventsLost{From: 3, To: 5, Count: 3, Message: "the agent no longer held agent seqs 3..5"}),
 		{Type: wire.TypeToolCall, Data: json.RawMessage(`{"call_id":7}`)},
 		ev(wire.TypeTurnDone, "m-4", wire.TurnDone{Reason: wire.ReasonStepLimit}),
 	}

@@ -2,16 +2,18 @@
 // /shell open or attach a terminal session in the sandbox
 // (docs/terminal.md) and relay it to the local terminal in raw mode.
 //
-// Conn is the protocol side: a WebSocket connection to a thread that
-// carries terminal control messages (JSON) and terminal bytes (binary
-// frames); a Handler sees output and messages in arrival order. Run is the
+// Conn is the protocol side: a chat.Conn to a thread that carries
+// terminal control messages (JSON) and terminal bytes (binary frames),
+// taking every frame through its chat.Receiver; a Handler sees output and
+// messages in arrival order. Run is the
 // interactive side: raw mode, keystrokes as input frames, SIGWINCH as
 // terminal_resize, the detach keys (Ctrl-] q; Ctrl-] k closes the session)
 // and the local terminal restored on every exit path — detach, remote
 // exit, connection loss, signal and panic. Input lets the chat and a shell
 // share one stdin.
 //
-// Goroutines: a Conn owns a reader and a writer that Close waits for. Run
+// Goroutines: a Conn's chat.Conn owns a reader and a writer that Close
+// waits for. Run
 // starts one goroutine reading Options.In; it cannot interrupt a Read in
 // progress, so pass a reader that ends (Input.Borrow) when the process
 // goes on after Run.

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/gorilla/websocket"
-
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -88,7 +86,7 @@ func (c *Conn) Input(ctx context.Context, session string, data []byte) error {
 		if err != nil {
 			return fmt.Errorf("terminal input: %w", err)
 		}
-		if err := c.send(ctx, websocket.BinaryMessage, frame); err != nil {
+		if err := c.conn.SendBinary(ctx, frame); err != nil {
 			return fmt.Errorf("terminal input: %w", err)
 		}
 		data = data[n:]

@@ -99,3 +99,17 @@ func (p *Peer) Handshake(thread string) (wire.Hello, error) {
 func (p *Peer) Close() {
 	p.once.Do(func() { _ = p.ws.Close() })
 }
+
+// SendBinary writes data as one binary frame (e.g. a terminal frame).
+func (p *Peer) SendBinary(data []byte) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_ = p.ws.SetWriteDeadline(time.Now().Add(writeWait))
+	return p.ws.WriteMessage(websocket.BinaryMessage, data)
+}
+
+// RecvFrame is Recv for a peer that may get binary frames: it returns the
+// frame's kind (websocket.TextMessage or BinaryMessage) and bytes.
+func (p *Peer) RecvFrame() (kind int, data []byte, err error) {
+	return p.ws.ReadMessage()
+}

@@ -2,6 +2,7 @@ package chattest
 
 import (
 	"sync"
+	"time"
 
 	"github.com/boxwire/boxwire/bridge/wire"
 )
@@ -10,6 +11,14 @@ import (
 // the client sends interrupt; the turn then ends with turn_done
 // "interrupted" and the rest of the script is skipped.
 const WaitInterrupt wire.Type = "chattest.wait_interrupt"
+
+// WaitApproval, as the Type of a scripted envelope whose Data is a
+// wire.ApprovalRequest, sends that approval_request event and pauses the
+// turn until the client answers it (approve or deny naming its
+// approval_id); it then sends the approval_decision (By "c_test", with
+// the client's reason) and goes on. An answer naming any other id gets an
+// error not_found, as from a bridge.
+const WaitApproval wire.Type = "chattest.wait_approval"
 
 // Script answers the text of a user message with the events of its turn,
 // after the user_echo that Scripted sends itself. Thread, Seq and ID are
@@ -50,7 +59,9 @@ type turns struct {
 
 	mu        sync.Mutex
 	running   bool
-	interrupt chan struct{} // of the running turn, capacity 1
+	interrupt chan struct{}      // of the running turn, capacity 1
+	pending   string             // the approval id the turn waits for
+	answers   chan wire.Envelope // approve/deny of pending, capacity 1
 }
 
 func (t *turns) handle(env wire.Envelope) {
@@ -66,6 +77,8 @@ func (t *turns) handle(env wire.Envelope) {
 			}
 		}
 		t.mu.Unlock()
+	case wire.TypeApprove, wire.TypeDeny:
+		t.answer(env)
 	case wire.TypeUserMessage:
 		var msg wire.UserMessage
 		if err := env.Decode(&msg); err != nil {
@@ -109,6 +122,11 @@ func (t *turns) play(id, text string, interrupt <-chan struct{}) {
 			finish()
 			_ = t.p.Event(wire.MustNew(wire.TypeTurnDone, "", id, wire.TurnDone{Reason: wire.ReasonInterrupted}))
 			return
+		case WaitApproval:
+			if !t.waitApproval(env) {
+				return
+			}
+			continue
 		case wire.TypeTurnDone:
 			finish()
 		}
@@ -116,4 +134,54 @@ func (t *turns) play(id, text string, interrupt <-chan struct{}) {
 			return
 		}
 	}
+}
+
+// answer hands an approve or deny to the turn waiting for its id, or
+// answers not_found.
+func (t *turns) answer(env wire.Envelope) {
+	var a wire.ApprovalAnswer
+	_ = env.Decode(&a)
+	t.mu.Lock()
+	ok := t.pending != "" && a.ApprovalID == t.pending
+	if ok {
+		t.pending = ""
+		t.answers <- env
+	}
+	t.mu.Unlock()
+	if !ok {
+		_ = t.p.Send(wire.ErrorEnvelope("", env.ID, wire.CodeNotFound,
+			"no pending approval %q on this thread (already decided or expired)", a.ApprovalID))
+	}
+}
+
+// waitApproval plays a WaitApproval step; it reports false when the
+// connection ended first.
+func (t *turns) waitApproval(step wire.Envelope) bool {
+	var req wire.ApprovalRequest
+	if err := step.Decode(&req); err != nil {
+		return false
+	}
+	answers := make(chan wire.Envelope, 1)
+	t.mu.Lock()
+	t.pending, t.answers = req.ApprovalID, answers
+	t.mu.Unlock()
+	if t.p.Event(wire.MustNew(wire.TypeApprovalRequest, "", "", req)) != nil {
+		return false
+	}
+	var env wire.Envelope
+	select {
+	case env = <-answers:
+	case <-t.done:
+		return false
+	}
+	var a wire.ApprovalAnswer
+	_ = env.Decode(&a)
+	verdict := wire.VerdictApproved
+	if env.Type == wire.TypeDeny {
+		verdict = wire.VerdictDenied
+	}
+	return t.p.Event(wire.MustNew(wire.TypeApprovalDecision, "", "", wire.ApprovalDecision{
+		ApprovalID: req.ApprovalID, ApprovalAction: req.ApprovalAction, Verdict: verdict,
+		By: "c_test", At: time.Now().UTC().Format(time.RFC3339), Reason: a.Reason,
+	})) == nil
 }

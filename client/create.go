@@ -1,0 +1,61 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/boxwire/boxwire/bridge/wire"
+)
+
+// createFlags are the settings of a new thread: set, they make the client
+// create it through the bridge's threads API before attaching (also for
+// /new), instead of letting the bridge pick its defaults.
+type createFlags struct {
+	image, runtime, assistant, ttl, egress, policy string
+}
+
+func (f *createFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.image, "image", "", "new threads: sandbox image (one the bridge allows)")
+	fs.StringVar(&f.runtime, "runtime", "", "new threads: container runtime (one the bridge allows, e.g. runsc)")
+	fs.StringVar(&f.assistant, "assistant", "", "new threads: share this assistant's sandbox (assistant scope)")
+	fs.StringVar(&f.ttl, "ttl", "", "new threads: sandbox idle time to live, e.g. 10m (can only shorten the bridge's)")
+	fs.StringVar(&f.egress, "egress", "", "new threads: extra egress rules, comma-separated (within the bridge's --egress-thread-max)")
+	fs.StringVar(&f.policy, "policy", "", "new threads: approval policy file (JSON rules) checked before the bridge's")
+}
+
+// request is the create_thread request the flags ask for, or nil when
+// none is set (the bridge's defaults, created on attach).
+func (f *createFlags) request() (*wire.CreateThread, error) {
+	if *f == (createFlags{}) {
+		return nil, nil
+	}
+	req := &wire.CreateThread{Image: f.image, Runtime: f.runtime, TTL: f.ttl}
+	if f.assistant != "" {
+		req.Scope, req.Assistant = wire.ScopeAssistant, f.assistant
+	}
+	if f.ttl != "" {
+		if _, err := time.ParseDuration(f.ttl); err != nil {
+			return nil, fmt.Errorf("--ttl %q: %w", f.ttl, err)
+		}
+	}
+	for _, r := range strings.Split(f.egress, ",") {
+		if r = strings.TrimSpace(r); r != "" {
+			req.Egress = append(req.Egress, r)
+		}
+	}
+	if f.policy != "" {
+		data, err := os.ReadFile(f.policy)
+		if err != nil {
+			return nil, fmt.Errorf("--policy: %w", err)
+		}
+		if !json.Valid(data) {
+			return nil, fmt.Errorf("--policy %s: not JSON", f.policy)
+		}
+		req.Policy = json.RawMessage(data)
+	}
+	return req, nil
+}

@@ -1,0 +1,4 @@
+package render
+
+// Clip is clip, for the black-box tests.
+var Clip = clip

@@ -1,0 +1,81 @@
+package e2e_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestClientApproveDenyByID drives the real client binary on a terminal
+// against a bridge with an approval policy: "/approve ID" typed at the
+// approve? prompt lets a credential push through, "/deny ID REASON" stops
+// another with the reason in the audit decision, and "/approve" of a
+// decided request at the chat prompt gets the bridge's not_found.
+func TestClientApproveDenyByID(t *testing.T) {
+	r := newApprovalRig(t)
+	p := r.e.startPTYEnv(r.e.colorEnv(t.TempDir()), "--url", r.e.bridge.url)
+	p.expect("› ", startTimeout)
+
+	before := len(r.plain.got("/plain"))
+	p.send("push plain\r")
+	id := p.expectApprovalID(turnTimeout)
+	p.expect("approve? [y/N]", eventTimeout)
+	p.send("/approve " + id + "\r")
+	p.expect("approve sent for "+id, eventTimeout)
+	p.expect("approval "+id+": approved by c", turnTimeout)
+	p.expect("done", turnTimeout)
+	got := r.plain.got("/plain")
+	if len(got) != before+1 || got[len(got)-1].auth != r.secret {
+		t.Fatalf("after /approve %s the server got %d requests (had %d)", id, len(got), before)
+	}
+
+	p.send("push deny\r")
+	denied := p.expectApprovalID(turnTimeout)
+	if denied == id {
+		t.Fatalf("the second request reuses id %s", id)
+	}
+	p.expect("approve? [y/N]", eventTimeout)
+	p.send("/deny " + denied + " not on a friday\r")
+	p.expect("deny sent for "+denied, eventTimeout)
+	p.expect("approval "+denied+": denied by c", turnTimeout)
+	p.expect("not on a friday", eventTimeout)
+	p.expect("done", turnTimeout)
+	if n := len(r.plain.got("/deny")); n != 0 {
+		t.Fatalf("the denied push reached the server (%d requests)", n)
+	}
+
+	p.send("/approve " + denied + "\r")
+	p.expect("not_found", eventTimeout)
+	p.send("\x04") // Ctrl-D leaves
+	if code := p.wait(eventTimeout); code != 0 {
+		t.Errorf("client exited %d", code)
+	}
+}
+
+// expectApprovalID waits for the chat's "approval needed [ID]" line and
+// returns ID.
+func (p *ptyClient) expectApprovalID(timeout time.Duration) string {
+	p.t.Helper()
+	const mark = "approval needed ["
+	p.expect(mark, timeout)
+	deadline := time.Now().Add(eventTimeout)
+	for {
+		p.mu.Lock()
+		rest := p.out.String()[p.pos:]
+		id, _, ok := strings.Cut(rest, "]")
+		if ok {
+			p.pos += len(id) + 1
+		}
+		p.mu.Unlock()
+		if ok {
+			if !strings.HasPrefix(id, "ap_") {
+				p.t.Fatalf("approval id %q", id)
+			}
+			return id
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("no ] after %q:\n%s", mark, rest)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
