@@ -1,7 +1,9 @@
 package e2e_test
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -62,6 +64,15 @@ func TestContinuityIdleSuspendsAndResumes(t *testing.T) {
 	})
 	if vols := e.volumes(); !slices.Contains(vols, "boxwire-ws-"+thread) {
 		t.Fatalf("volumes %v: the suspended thread's workspace is gone", vols)
+	}
+	// A file transfer resumes the thread too: the real client copies the
+	// file written before the suspension out of the workspace.
+	local := t.TempDir()
+	if _, errOut, code := e.runClient("--url", e.bridge.url, "cp", thread+":/workspace/n", local); code != 0 {
+		t.Fatalf("client cp from the suspended thread: exit %d: %s", code, errOut)
+	}
+	if got, err := os.ReadFile(filepath.Join(local, "n")); err != nil || string(got) != "42\n" {
+		t.Errorf("copied n = %q, %v; want 42", got, err)
 	}
 	s2 := e.dial(thread)
 	var ex wire.SandboxExited

@@ -67,6 +67,28 @@ func TestSecurity(t *testing.T) {
 				t.Fatalf("mounts: %s", out)
 			}
 		}},
+		{"mounts: only the workspace, the socket folder and /tmp", func(t *testing.T) {
+			info := dockerInspect(t, cid)
+			mounts, _ := info["Mounts"].([]any)
+			allowed := map[string]bool{"/workspace": true, "/run/boxwire": true}
+			for _, m := range mounts {
+				mm, _ := m.(map[string]any)
+				dst, _ := mm["Destination"].(string)
+				src, _ := mm["Source"].(string)
+				if !allowed[dst] || strings.Contains(src, "docker.sock") || strings.HasPrefix(src, "/root") || strings.HasPrefix(src, "/home") {
+					t.Errorf("mount %s -> %s", src, dst)
+				}
+				delete(allowed, dst)
+			}
+			if len(allowed) != 0 {
+				t.Errorf("mounts %v: missing %v", mounts, allowed)
+			}
+			host, _ := info["HostConfig"].(map[string]any)
+			tmpfs, _ := host["Tmpfs"].(map[string]any)
+			if len(tmpfs) != 1 || tmpfs["/tmp"] == nil {
+				t.Errorf("tmpfs %v, want /tmp only", tmpfs)
+			}
+		}},
 		{"no canary in the sandbox", func(t *testing.T) {
 			out := dockerExec(t, cid, "sh", "-c",
 				"cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n'; grep -rIl -e "+canary+" -e "+e.apiKey+" / --exclude-dir=proc --exclude-dir=sys 2>/dev/null; true")

@@ -243,6 +243,7 @@ func (s *Server) removeResources(ctx context.Context, res *resources, log *slog.
 	if err := res.remove(cctx, s.cfg.Manager); err != nil {
 		log.Error("remove sandbox resources", "err", err)
 	}
+	s.wakePool() // pool.go: there may be room for a pooled sandbox again
 }
 
 // boxOptionsFor validates a thread creation request against the config.

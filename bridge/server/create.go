@@ -64,6 +64,12 @@ func (r *resources) setSandbox(id string) {
 	r.sandboxID = id
 }
 
+// keepingVolume is r without its workspace volume: what to remove when a
+// suspended thread (suspend.go) or another thread still owns the volume.
+func (r *resources) keepingVolume() *resources {
+	return &resources{dir: r.dir, proxy: r.proxy, egress: r.egress, sandboxID: r.sandbox()}
+}
+
 // remove deletes the sandbox, its workspace volume, the proxy and the
 // socket folder, in that order, and reports every failure.
 func (r *resources) remove(ctx context.Context, mgr sandbox.Manager) error {

@@ -289,6 +289,12 @@ func (a *fakeAgent) answer(env wire.Envelope) []wire.Envelope {
 	if out, ok := a.resumeAnswer(env); ok { // resume_test.go
 		return out
 	}
+	if out, ok := a.inflightAnswer(env); ok { // inflight_test.go
+		return out
+	}
+	if out, ok := a.gapAnswer(env); ok { // inflight_test.go
+		return out
+	}
 	switch env.Type {
 	case wire.TypePing:
 		return []wire.Envelope{wire.MustNew(wire.TypePong, "", env.ID, nil)}

@@ -23,13 +23,23 @@ const filesDialTimeout = 10 * time.Second
 // to the thread's agent over its unix socket, streaming both ways: the
 // request body (an upload, at most MaxUploadBytes) and the response (a
 // download, with its results trailer). The agent confines paths to the
-// workspace. It blocks until the transfer ends or the client goes away.
+// workspace. A suspended thread is resumed first. It blocks until the
+// transfer ends or the client goes away.
 func (s *Server) serveFiles(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	t := s.lookup(id)
-	if t == nil {
-		writeJSONError(w, http.StatusNotFound, wire.CodeNotFound, fmt.Sprintf("thread %q not found", id))
-		return
+	if t == nil { // a suspended thread is resumed for the transfer (suspend.go)
+		rt, found, err := s.resumeThread(r.Context(), id)
+		switch {
+		case !found && err == nil:
+			writeJSONError(w, http.StatusNotFound, wire.CodeNotFound, fmt.Sprintf("thread %q not found", id))
+			return
+		case err != nil:
+			status, werr := httpError(err)
+			writeJSONError(w, status, werr.Code, werr.Message)
+			return
+		}
+		t = rt
 	}
 	select {
 	case <-t.deadCh():

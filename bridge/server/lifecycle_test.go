@@ -12,6 +12,7 @@ import (
 
 	"github.com/boxwire/boxwire/bridge/sandbox"
 	"github.com/boxwire/boxwire/bridge/server"
+	"github.com/boxwire/boxwire/bridge/store"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -260,9 +261,11 @@ func TestSuspendedThreadRemoved(t *testing.T) {
 		name      string
 		threadTTL time.Duration
 		del       bool
+		retainAge bool // the log retention's age deletes it (retention.go)
 	}{
-		{"thread ttl", 400 * time.Millisecond, false},
-		{"delete", time.Hour, true},
+		{"thread ttl", 400 * time.Millisecond, false, false},
+		{"delete", time.Hour, true, false},
+		{"retention age", time.Hour, false, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -270,14 +273,20 @@ func TestSuspendedThreadRemoved(t *testing.T) {
 				c.IdleTTL = 200 * time.Millisecond
 				c.ReapInterval = 50 * time.Millisecond
 				c.ThreadTTL = tc.threadTTL
+				if tc.retainAge {
+					c.Retention = store.Retention{MaxAge: 300 * time.Millisecond}
+					c.RetentionInterval = 20 * time.Millisecond
+				}
 			})
 			s, id := e.attach("", 0)
 			s.turn("m1", "hi")
 			s.conn.Close()
-			if !tc.del {
-				e.awaitLog("suspended thread removed", 1)
-			} else {
+			switch {
+			case tc.retainAge: // live threads are kept: it goes once suspended
+			case tc.del:
 				e.awaitStatus(id, wire.SandboxSuspended)
+			default:
+				e.awaitLog("suspended thread removed", 1)
 			}
 			if tc.del {
 				if code := e.statusOf(http.MethodDelete, id); code != http.StatusNoContent {

@@ -152,7 +152,8 @@ func (s *Server) expire(ctx context.Context, b *box, ev wire.SandboxExited) erro
 	}
 	s.mu.Unlock()
 	s.log.Info("sandbox expired", "box", b.id, "reason", ev.Reason)
-	res := &resources{dir: b.res.dir, proxy: b.res.proxy, egress: b.res.egress, sandboxID: b.res.sandbox()}
+	res := b.res.keepingVolume()
 	err := res.remove(ctx, s.cfg.Manager)
+	s.wakePool() // pool.go: there may be room for a pooled sandbox again
 	return errors.Join(err, s.dropVolumeIfUnused(ctx, b.id)) // suspend.go
 }

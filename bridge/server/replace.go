@@ -83,6 +83,7 @@ func (t *thread) replace(why wire.SandboxExited) error {
 		Message: fmt.Sprintf("sandbox replaced (%s); workspace and conversation kept", why.Message),
 	}))
 	t.startLink(l)
+	t.resend() // inflight.go
 	return nil
 }
 

@@ -53,13 +53,35 @@ func (s *Server) prune() {
 		case <-s.ctx.Done():
 			return
 		case now := <-ticker.C:
-			st, gone, err := s.db.Prune(now, func(id string) bool { return s.lookup(id) != nil })
-			if err != nil {
-				s.log.Error("retention", "err", err)
-				continue
+			s.pruneOnce(now)
+		}
+	}
+}
+
+// pruneOnce applies the retention at now. A suspended thread deleted for
+// age takes its workspace volume with it, unless another thread (of the
+// same assistant) still uses it.
+func (s *Server) pruneOnce(now time.Time) {
+	suspended := map[string]string{} // thread id -> box id
+	if recs, err := s.cfg.Store.List(s.ctx); err == nil {
+		for _, r := range recs {
+			if r.Suspended != nil {
+				suspended[r.ID] = r.Box
 			}
-			if st.Threads > 0 || st.Events > 0 {
-				s.log.Info("retention", "threads_deleted", st.Threads, "events_dropped", st.Events, "threads", gone)
+		}
+	}
+	st, gone, err := s.db.Prune(now, func(id string) bool { return s.lookup(id) != nil })
+	if err != nil {
+		s.log.Error("retention", "err", err)
+		return
+	}
+	if st.Threads > 0 || st.Events > 0 {
+		s.log.Info("retention", "threads_deleted", st.Threads, "events_dropped", st.Events, "threads", gone)
+	}
+	for _, id := range gone {
+		if box, ok := suspended[id]; ok {
+			if err := s.dropVolumeIfUnused(s.ctx, box); err != nil {
+				s.log.Error("retention: remove the workspace of a deleted thread", "thread", id, "box", box, "err", err)
 			}
 		}
 	}

@@ -64,8 +64,9 @@ func (s *Server) suspend(ctx context.Context, b *box, ev wire.SandboxExited) err
 	}
 	// The sandbox id is read after the threads stopped: a replacement they
 	// ran is over.
-	res := &resources{dir: b.res.dir, proxy: b.res.proxy, egress: b.res.egress, sandboxID: b.res.sandbox()}
+	res := b.res.keepingVolume()
 	errs = append(errs, res.remove(ctx, s.cfg.Manager))
+	s.wakePool() // pool.go: there may be room for a pooled sandbox again
 	return errors.Join(errs...)
 }
 
@@ -175,12 +176,13 @@ func (s *Server) dropBoxKeepVolume(ctx context.Context, b *box, log *slog.Logger
 	}
 	b.gone = true
 	s.mu.Unlock()
-	res := &resources{dir: b.res.dir, proxy: b.res.proxy, egress: b.res.egress, sandboxID: b.res.sandbox()}
+	res := b.res.keepingVolume()
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
 	if err := res.remove(cctx, s.cfg.Manager); err != nil {
 		log.Error("remove sandbox resources", "err", err)
 	}
+	s.wakePool() // pool.go: there may be room for a pooled sandbox again
 }
 
 // suspendedRecord returns id's record when the thread is suspended (no

@@ -47,6 +47,7 @@ type thread struct {
 	toAgent  chan wire.Envelope
 	term     *termRelay    // terminal sessions' watchers and input (terminal.go)
 	gate     gate          // approval policy and pending requests (approvals.go)
+	sent     inflight      // requests the agent has not answered yet (inflight.go)
 	stop     chan struct{} // closed by shutdown
 	stopOnce sync.Once
 	wg       sync.WaitGroup
@@ -213,6 +214,7 @@ func (t *thread) readAgent(l *agentLink) {
 // fanned out; replies go to the client named by their id prefix.
 func (t *thread) fromAgent(env wire.Envelope) {
 	env.Thread = t.id
+	t.sent.ack(env.ID) // the agent has it (inflight.go)
 	connID, id, routed := strings.Cut(env.ID, "/")
 	if routed {
 		env.ID = id
@@ -395,6 +397,9 @@ func (t *thread) writeAgent(l *agentLink) {
 	for {
 		select {
 		case env := <-t.toAgent:
+			if startsWork(env.Type) {
+				t.sent.add(env) // before the agent can answer it (inflight.go)
+			}
 			if err := writeEnvelope(l.conn, env); err != nil {
 				t.log.Warn("write to agent", "err", err)
 				return

@@ -194,6 +194,7 @@ func (s *Server) removeThread(ctx context.Context, t *thread, final wire.Envelop
 	err := s.cfg.Store.Delete(ctx, t.id)
 	if own {
 		err = errors.Join(err, b.res.remove(ctx, s.cfg.Manager))
+		s.wakePool() // pool.go: there may be room for a pooled sandbox again
 	}
 	return err
 }
