@@ -154,6 +154,7 @@ func (s *Server) expire(ctx context.Context, b *box, ev wire.SandboxExited) erro
 	s.log.Info("sandbox expired", "box", b.id, "reason", ev.Reason)
 	res := b.res.keepingVolume()
 	err := res.remove(ctx, s.cfg.Manager)
-	s.wakePool()                                             // pool.go: there may be room for a pooled sandbox again
+	// pool.go: there may be room for a pooled sandbox again.
+	s.wakePool()
 	return errors.Join(err, s.dropVolumeIfUnused(ctx, b.id)) // suspend.go
 }
