@@ -110,12 +110,7 @@ func interleave(t *testing.T, rounds int, a, b func() time.Duration) (as, bs []t
 // rssKiB reads VmRSS of a process on this host from /proc.
 func rssKiB(t *testing.T, pid int) int64 {
 	t.Helper()
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatalf("read rss: %v", err)
-	}
-	defer f.Close()
-	return statusKiB(t, bufio.NewScanner(f), "VmRSS:")
+	return statusOf(t, pid, "VmRSS:")
 }
 
 // statusKiB finds a "Key:   N kB" line of a /proc status file.

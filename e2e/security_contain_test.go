@@ -20,8 +20,9 @@ const (
 	// containWorkspace is the /workspace cap (workspace_helpers_test.go).
 	containWorkspace = 64 << 20
 	// maxPing is the slowest round trip the other session may see while a
-	// case runs: generous, the machine is shared.
-	maxPing = 3 * time.Second
+	// case runs: issue 5's bound (a few ms are measured here, with the
+	// race-built bridge on a shared machine).
+	maxPing = time.Second
 	// floodBytes is how much the output flood prints.
 	floodBytes = 4 << 20
 )

@@ -24,8 +24,11 @@ import (
 const (
 	// termBudget is how many bytes of output frames may wait for one client.
 	termBudget = 8 << 20
-	// termQueueLen bounds the queued terminal items of one client.
-	termQueueLen = 4096
+	// termQueueLen bounds the queued terminal items of one client. Every
+	// client has the queue, terminal or not, and a channel's buffer is
+	// allocated whole: 512 items (16 KiB) hold 2 MiB of the agent's usual
+	// 4 KiB frames, plenty for the relay, where 4096 cost 128 KiB each.
+	termQueueLen = 512
 	// termStallLimit bounds waiting for clients that are all full.
 	termStallLimit = 10 * time.Second
 	// termLagGrace is how long a full client may lag behind one that keeps up.
