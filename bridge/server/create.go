@@ -150,13 +150,18 @@ func (s *Server) createThread(ctx context.Context, req wire.CreateThread) (*thre
 
 // dropBox removes b from the server and removes its resources.
 func (s *Server) dropBox(ctx context.Context, b *box, log *slog.Logger) {
+	s.forgetBox(b)
+	s.removeResources(ctx, b.res, log)
+}
+
+// forgetBox takes b out of the server's boxes and marks it gone.
+func (s *Server) forgetBox(b *box) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.boxes[b.key] == b {
 		delete(s.boxes, b.key)
 	}
 	b.gone = true
-	s.mu.Unlock()
-	s.removeResources(ctx, b.res, log)
 }
 
 func newThreadID() (string, error) {

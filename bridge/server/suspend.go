@@ -170,19 +170,8 @@ func (s *Server) resumeIn(ctx context.Context, b *box, rec ThreadRecord) (*threa
 // dropBoxKeepVolume removes b from the server and its resources but the
 // workspace volume, which a suspended thread still owns.
 func (s *Server) dropBoxKeepVolume(ctx context.Context, b *box, log *slog.Logger) {
-	s.mu.Lock()
-	if s.boxes[b.key] == b {
-		delete(s.boxes, b.key)
-	}
-	b.gone = true
-	s.mu.Unlock()
-	res := b.res.keepingVolume()
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-	defer cancel()
-	if err := res.remove(cctx, s.cfg.Manager); err != nil {
-		log.Error("remove sandbox resources", "err", err)
-	}
-	s.wakePool() // pool.go: there may be room for a pooled sandbox again
+	s.forgetBox(b)
+	s.removeResources(ctx, b.res.keepingVolume(), log)
 }
 
 // suspendedRecord returns id's record when the thread is suspended (no
