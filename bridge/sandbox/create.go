@@ -137,10 +137,16 @@ func (d *Docker) hostConfig(spec Spec) *container.HostConfig {
 		})
 	}
 	if spec.WorkspaceVolume != "" {
+		// The labels matter only if the engine creates the volume itself:
+		// it does when a create cancelled mid-way (a pooled sandbox evicted
+		// while starting) removed the volume before the engine made the
+		// container. Labelled, such a volume is found and removed like any
+		// other; unlabelled, nothing would ever find it.
 		hc.Mounts = append(hc.Mounts, mount.Mount{
-			Type:   mount.TypeVolume,
-			Source: spec.WorkspaceVolume,
-			Target: WorkspaceMount,
+			Type:          mount.TypeVolume,
+			Source:        spec.WorkspaceVolume,
+			Target:        WorkspaceMount,
+			VolumeOptions: &mount.VolumeOptions{Labels: spec.Labels},
 		})
 	}
 	return hc
