@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -11,7 +12,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/boxwire/boxwire/bridge/llmproxy"
 	"github.com/boxwire/boxwire/bridge/sandbox"
+	"github.com/boxwire/boxwire/bridge/server"
 	"github.com/boxwire/boxwire/bridge/store"
 )
 
@@ -90,6 +93,40 @@ func parseOptions(name string, args []string, getenv func(string) string) (optio
 	o.egressThreadMax = splitList(*egressThreadMax)
 	o.limits.NanoCPUs = int64(*cpus * 1e9)
 	return o, nil
+}
+
+// connect makes the sandbox manager and checks that the engine answers
+// and, with a workspace cap, that the host can make capped workspaces.
+func (o options) connect(ctx context.Context, getenv func(string) string, log *slog.Logger) (*sandbox.Docker, error) {
+	dcfg, err := o.docker(getenv, log)
+	if err != nil {
+		return nil, err
+	}
+	mgr, err := sandbox.Connect(ctx, dcfg)
+	if errors.Is(err, sandbox.ErrWorkspaceUnsupported) {
+		return nil, fmt.Errorf("--workspace-size (%d bytes) needs loop devices, mkfs.ext4, debugfs and losetup, as root on the engine's host (or set --workspace-size 0 for an uncapped workspace): %w", o.workspaceSize, err)
+	}
+	return mgr, err
+}
+
+// server is the server's configuration: the options, the environment's
+// security settings (security.go) and the approval policy (approvals.go).
+func (o options) server(mgr sandbox.Manager, getenv func(string) string, log *slog.Logger) (server.Config, error) {
+	cfg := server.Config{
+		Token: o.token, Image: o.image, DataDir: o.dataDir, Manager: mgr, Model: o.model, BridgeID: o.id,
+		LLM:    llmproxy.Config{Upstream: envOr(getenv, "OPENAI_BASE_URL", "https://api.openai.com/v1"), APIKey: getenv("OPENAI_API_KEY")},
+		Logger: log, Software: "boxwire-bridge/" + version,
+		Images: o.images, Runtime: o.runtime, Runtimes: o.runtimes, MaxSandboxes: o.maxSandboxes, Pool: o.pool, PoolIdle: o.poolIdle,
+		IdleTTL: o.idleTTL, MaxLifetime: o.maxLifetime, ReapInterval: o.reapInterval,
+		ThreadTTL: o.threadTTL, RecycleGrace: o.recycleGrace,
+		MaxUploadBytes: o.maxUpload,
+		Retention:      o.retention, MaxStoredOutput: o.logOutputCap, StoreSync: o.storeSync,
+		EgressThreadMax: o.egressThreadMax, // docs/egress-thread.md
+	}
+	if err := applySecurity(&cfg, getenv); err != nil {
+		return cfg, err
+	}
+	return cfg, applyApprovals(&cfg, o.policy, getenv)
 }
 
 // docker is the sandbox manager's configuration.

@@ -33,6 +33,19 @@ func (s *Server) egressCA() (*egress.CA, error) {
 	return s.ca.ca, s.ca.err
 }
 
+// placeCA writes the bridge's egress CA certificate into a sandbox's
+// socket folder, where the agent reads it at start, and returns the CA.
+func (s *Server) placeCA(dir string) (*egress.CA, error) {
+	ca, err := s.egressCA()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, caFile), ca.CertPEM(), 0o644); err != nil {
+		return nil, fmt.Errorf("write egress ca certificate: %w", err)
+	}
+	return ca, nil
+}
+
 // egressOn says whether sandboxes get an egress proxy: an allowlist, a
 // thread cap (every sandbox then has one, egress_thread.go), or a policy
 // with credentials, host rules or egress_default ask.
@@ -62,12 +75,9 @@ func (s *Server) egressApprovals(cfg *egress.Config, dir string) error {
 	if len(pol.Credentials()) == 0 {
 		return nil
 	}
-	ca, err := s.egressCA()
+	ca, err := s.placeCA(dir)
 	if err != nil {
 		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, caFile), ca.CertPEM(), 0o644); err != nil {
-		return fmt.Errorf("write egress ca certificate: %w", err)
 	}
 	cfg.CA, cfg.UpstreamRoots = ca, s.cfg.EgressRoots
 	cfg.Credentials = func(t egress.Target) (egress.Credential, bool) {

@@ -8,13 +8,13 @@ import (
 
 // inflight keeps the requests that start work in the agent (user_message,
 // run_tool) from the moment the agent writer writes them until the
-// agent answers anything with their id (the turn's user_echo, a busy
-// error, a tool event). A sandbox that dies or is recycled in between —
+// agent answers them (the turn's user_echo, run_tool's tool_call, a busy
+// error). A sandbox that dies or is recycled in between —
 // the request written to a socket nobody reads any more — would lose them
 // silently; replace hands them to the new agent instead. (Requests still
-// queued for the writer go to the new agent anyway.) Events the old
-// agent logged for a request acknowledge it, so a request is never run
-// twice in the log's view. It is safe for concurrent use.
+// queued for the writer go to the new agent anyway.) The old agent's first
+// answer (answersRequest) acknowledges a request, so a request is never
+// run twice in the log's view. It is safe for concurrent use.
 type inflight struct {
 	mu   sync.Mutex
 	reqs []wire.Envelope // in the order they were handed over
@@ -23,6 +23,14 @@ type inflight struct {
 // startsWork reports whether a request of type typ is tracked.
 func startsWork(typ wire.Type) bool {
 	return typ == wire.TypeUserMessage || typ == wire.TypeRunTool
+}
+
+// answersRequest reports whether env can be the agent's first answer to a
+// tracked request: a reply (no seq), the turn's user_echo or run_tool's
+// tool_call. Only these acknowledge, so a flood of tool_output does not
+// pass through the lock.
+func answersRequest(env wire.Envelope) bool {
+	return env.Seq == 0 || env.Type == wire.TypeUserEcho || env.Type == wire.TypeToolCall
 }
 
 // add tracks env (its routed id, "connection/request").

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -228,14 +227,8 @@ func (s *Server) poolCA(dir string) error {
 	if len(s.approvalEnv()) == 0 {
 		return nil
 	}
-	ca, err := s.egressCA()
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, caFile), ca.CertPEM(), 0o644); err != nil {
-		return fmt.Errorf("write egress ca certificate: %w", err)
-	}
-	return nil
+	_, err := s.placeCA(dir) // approvals_egress.go
+	return err
 }
 
 // unclaimedEnv drops the LLM token from a pooled sandbox's environment:

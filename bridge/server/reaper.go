@@ -15,14 +15,19 @@ import (
 // suspended for ThreadTTL. It is started by New and waited for by Close.
 func (s *Server) reap() {
 	defer s.reaper.Done()
-	ticker := time.NewTicker(s.cfg.ReapInterval)
+	s.every(s.cfg.ReapInterval, s.reapOnce)
+}
+
+// every calls fn with the time every interval until the server closes.
+func (s *Server) every(interval time.Duration, fn func(now time.Time)) {
+	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
 	for {
 		select {
 		case <-s.ctx.Done():
 			return
 		case now := <-ticker.C:
-			s.reapOnce(now)
+			fn(now)
 		}
 	}
 }

@@ -42,17 +42,8 @@ func (t *thread) replace(why wire.SandboxExited) error {
 	if b == nil {
 		return errors.New("the thread has no sandbox")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), agentReadyTimeout+2*cleanupTimeout)
+	ctx, cancel := t.linkContext(agentReadyTimeout + 2*cleanupTimeout)
 	defer cancel()
-	stop := context.AfterFunc(s.ctx, cancel)
-	defer stop()
-	go func() { // ends with ctx, which this function cancels on return
-		select {
-		case <-t.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	sbID, err := s.recreate(ctx, b, old, why) // lifecycle.go
 	if err != nil {
 		return err
@@ -87,6 +78,22 @@ func (t *thread) replace(why wire.SandboxExited) error {
 	return nil
 }
 
+// linkContext is the context of work on t's next agent link (replace,
+// reconnect): it ends after timeout, when the server closes or when the
+// thread stops. The caller must call cancel.
+func (t *thread) linkContext(timeout time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	stop := context.AfterFunc(t.srv.ctx, cancel)
+	go func() { // ends with ctx
+		select {
+		case <-t.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { stop(); cancel() }
+}
+
 // reconnectTimeout bounds greeting again the agent of a sandbox that still
 // runs after its connection ended.
 const reconnectTimeout = 10 * time.Second
@@ -101,17 +108,8 @@ const reconnectTimeout = 10 * time.Second
 // replace, and fails when the agent does not answer within
 // reconnectTimeout, the sandbox exits, or the thread stops.
 func (t *thread) reconnect() error {
-	ctx, cancel := context.WithTimeout(context.Background(), reconnectTimeout)
+	ctx, cancel := t.linkContext(reconnectTimeout)
 	defer cancel()
-	stop := context.AfterFunc(t.srv.ctx, cancel)
-	defer stop()
-	go func() { // ends with ctx, which this function cancels on return
-		select {
-		case <-t.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	conn, err := t.srv.waitAgent(ctx, t.id, t.res)
 	if err != nil {
 		t.log.Warn("agent of the running sandbox did not answer again", "err", err)

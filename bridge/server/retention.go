@@ -46,16 +46,7 @@ func (s *Server) prune() {
 	if r.MaxAge <= 0 && r.MaxEvents <= 0 && r.MaxBytes <= 0 {
 		return
 	}
-	ticker := time.NewTicker(s.cfg.RetentionInterval)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-s.ctx.Done():
-			return
-		case now := <-ticker.C:
-			s.pruneOnce(now)
-		}
-	}
+	s.every(s.cfg.RetentionInterval, s.pruneOnce)
 }
 
 // pruneOnce applies the retention at now. A suspended thread deleted for

@@ -366,3 +366,11 @@ func writeJSONError(w http.ResponseWriter, status int, code wire.Code, msg strin
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(errorBody{Error: wire.Error{Code: code, Message: strings.TrimSpace(msg)}})
 }
+
+// untilClose is ctx, also ended when the server closes. The caller must
+// call cancel.
+func (s *Server) untilClose(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(s.ctx, cancel)
+	return ctx, func() { stop(); cancel() }
+}

@@ -104,10 +104,8 @@ func (s *Server) resumeThread(ctx context.Context, id string) (t *thread, found 
 	if t := s.lookup(id); t != nil {
 		return t, true, nil
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := s.untilClose(ctx)
 	defer cancel()
-	stop := context.AfterFunc(s.ctx, cancel)
-	defer stop()
 	rec, ok, err := s.cfg.Store.Get(ctx, id)
 	if err != nil || !ok {
 		return nil, ok, err

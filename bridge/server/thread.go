@@ -214,7 +214,9 @@ func (t *thread) readAgent(l *agentLink) {
 // fanned out; replies go to the client named by their id prefix.
 func (t *thread) fromAgent(env wire.Envelope) {
 	env.Thread = t.id
-	t.sent.ack(env.ID) // the agent has it (inflight.go)
+	if answersRequest(env) {
+		t.sent.ack(env.ID) // the agent has it (inflight.go)
+	}
 	connID, id, routed := strings.Cut(env.ID, "/")
 	if routed {
 		env.ID = id

@@ -56,10 +56,8 @@ func (s *Server) postThread(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusBadRequest, wire.CodeBadMessage, "body: "+err.Error())
 		return
 	}
-	ctx, cancel := context.WithCancel(r.Context())
+	ctx, cancel := s.untilClose(r.Context())
 	defer cancel()
-	stop := context.AfterFunc(s.ctx, cancel)
-	defer stop()
 	t, err := s.createThread(ctx, req)
 	if err != nil {
 		s.log.Warn("create thread", "err", err)

@@ -81,10 +81,8 @@ func (s *Server) threadFor(ctx context.Context, hello wire.Hello) (*thread, erro
 		}
 		return nil, wire.Error{Code: wire.CodeNotFound, Message: fmt.Sprintf("thread %q not found", hello.Thread)}
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := s.untilClose(ctx)
 	defer cancel()
-	stop := context.AfterFunc(s.ctx, cancel)
-	defer stop()
 	return s.createThread(ctx, wire.CreateThread{})
 }
 

@@ -1,0 +1,56 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+)
+
+// shutdownGrace bounds the graceful HTTP shutdown and Close on the way out
+// of Run.
+const shutdownGrace = 30 * time.Second
+
+// Run is the bridge's whole life: it makes the server (New), adopts what
+// an earlier run left (Reconcile), serves HTTP and WebSockets on addr, and
+// when ctx ends (or serving fails) shuts down, leaving the sandboxes for
+// the next start to adopt. It logs "listening on http://ADDR" once it
+// accepts connections. It blocks until the shutdown is over.
+func Run(ctx context.Context, cfg Config, addr string) error {
+	srv, err := New(cfg)
+	if err != nil {
+		return err
+	}
+	if err := srv.Reconcile(ctx); err != nil {
+		_ = srv.Close(ctx)
+		return err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		_ = srv.Close(ctx)
+		return fmt.Errorf("listen: %w", err)
+	}
+	log := srv.log
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }() // ends with hs.Shutdown below
+	log.Info("listening on http://"+ln.Addr().String(), "software", cfg.Software, "config", srv.cfg)
+
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down; sandboxes stay for the next start (bridge gc removes them)")
+	case err = <-errc:
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
+	defer cancel()
+	serr := hs.Shutdown(sctx) // WebSockets are hijacked: srv.Close ends them
+	cerr := srv.Close(sctx)
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return errors.Join(err, serr, cerr)
+}
