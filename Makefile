@@ -49,7 +49,7 @@ lint:
 ## unit: every package's tests with the race detector (needs the engine)
 unit: engine
 	$(GO) test -race -count=1 ./...
-	$(GO) test -run '^$$' -fuzz '^FuzzReadMessage$$' -fuzztime 10s ./bridge/wire
+	$(GO) test -run '^$$' -fuzz '^FuzzReadMessage$$' -fuzztime 200000x -fuzzminimizetime 2000x ./bridge/wire
 
 ## e2e: end-to-end tests on the real engine with the real image
 e2e: image
