@@ -54,7 +54,7 @@ unit: engine
 ## e2e: end-to-end tests on the real engine with the real image
 e2e: image
 	BOXWIRE_E2E=1 $(GO) test -race -count=1 -timeout $(E2E_TIMEOUT) -v ./e2e/... 2>&1 | \
-	  grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go' ; exit $${PIPESTATUS[0]}
+	  awk -f e2e/filter.awk ; exit $${PIPESTATUS[0]}
 
 ## test: lint, unit tests and the e2e suite
 test: lint unit e2e

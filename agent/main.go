@@ -20,8 +20,16 @@ import (
 	"github.com/boxwire/boxwire/agent/posture"
 	"github.com/boxwire/boxwire/agent/session"
 	"github.com/boxwire/boxwire/agent/terminal"
+	"github.com/boxwire/boxwire/agent/threads"
 	"github.com/boxwire/boxwire/agent/tools"
 )
+
+// threadReserve is how many OS threads the agent starts at once (package
+// threads): more than it ever blocks in system calls at a time (commands
+// are awaited in the poller, at most tools.MaxBlockingCalls file tools run
+// at once), so a command that uses up the sandbox's pids limit cannot make
+// the runtime fail to start one.
+const threadReserve = 32
 
 // version is set at build time: -ldflags "-X main.version=0.1.0".
 var version = "dev"
@@ -52,6 +60,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return fmt.Errorf("listening on TCP %s needs a token: set --token or BOXWIRE_TOKEN", o.listen)
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	threads.Reserve(threadReserve) // before a command can use up the pids limit
+	if n, err := threads.Count(); err == nil {
+		log.Info("threads reserved", "threads", n)
+	}
 
 	llm := loop.OpenAIConfig{BaseURL: getenv("OPENAI_BASE_URL"), APIKey: getenv("OPENAI_API_KEY"), Model: o.model}
 	tok := &llmToken{} // this sandbox's proxy token, not a model key (llmtoken.go)

@@ -9,8 +9,9 @@ import (
 // TestClientApproveDenyByID drives the real client binary on a terminal
 // against a bridge with an approval policy: "/approve ID" typed at the
 // approve? prompt lets a credential push through, "/deny ID REASON" stops
-// another with the reason in the audit decision, and "/approve" of a
-// decided request at the chat prompt gets the bridge's not_found.
+// another with the reason in the audit decision, and an id that is not
+// pending (a typo at the approve? prompt, a decided request at the chat
+// prompt) gets an error naming the pending ones and sends nothing.
 func TestClientApproveDenyByID(t *testing.T) {
 	r := newApprovalRig(t)
 	p := r.e.startPTYEnv(r.e.colorEnv(t.TempDir()), "--url", r.e.bridge.url)
@@ -35,6 +36,9 @@ func TestClientApproveDenyByID(t *testing.T) {
 		t.Fatalf("the second request reuses id %s", id)
 	}
 	p.expect("approve? [y/N]", eventTimeout)
+	p.send("/deny ap_typo no\r") // not pending: nothing is sent, the prompt asks again
+	p.expect(`no pending approval "ap_typo" (pending: `+denied+")", eventTimeout)
+	p.expect("approve "+denied+"? [y/N]", eventTimeout)
 	p.send("/deny " + denied + " not on a friday\r")
 	p.expect("deny sent for "+denied, eventTimeout)
 	p.expect("approval "+denied+": denied by c", turnTimeout)
@@ -44,8 +48,8 @@ func TestClientApproveDenyByID(t *testing.T) {
 		t.Fatalf("the denied push reached the server (%d requests)", n)
 	}
 
-	p.send("/approve " + denied + "\r")
-	p.expect("not_found", eventTimeout)
+	p.send("/approve " + denied + "\r") // decided: nothing is sent
+	p.expect(`no pending approval "`+denied+`" (none pending)`, eventTimeout)
 	p.send("\x04") // Ctrl-D leaves
 	if code := p.wait(eventTimeout); code != 0 {
 		t.Errorf("client exited %d", code)

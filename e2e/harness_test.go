@@ -65,8 +65,25 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "e2e: image %s is missing (run make image): %v\n", image, err)
 		os.Exit(1)
 	}
+	before, err := engineObjects() // leftovers_test.go
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		os.Exit(1)
+	}
 	code := m.Run()
 	os.RemoveAll(dir)
+	left, err := leftovers(before)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: check for leftovers:", err)
+		code = 1
+	}
+	if len(left) > 0 {
+		fmt.Fprintf(os.Stderr, "e2e: FAIL: the run left %d things behind (now removed):\n  %s\n", len(left), strings.Join(left, "\n  "))
+		for _, obj := range left {
+			removeLeftover(obj)
+		}
+		code = 1
+	}
 	os.Exit(code)
 }
 
@@ -108,6 +125,7 @@ func newEnv(t *testing.T, script string) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(e.dataDir) })
+	recordRun(e.id, e.dataDir) // leftovers_test.go
 	// Knows the workspace folder: RemoveVolume deletes a capped volume's image.
 	e.engine, err = sandbox.NewDocker(sandbox.DockerConfig{Workspace: sandbox.WorkspaceConfig{Dir: workspaceDir(e.dataDir)}})
 	if err != nil {

@@ -48,6 +48,7 @@ func TestSecurityContainment(t *testing.T) {
 		run  func(t *testing.T)
 	}{
 		{"fork bomb stops at the pids limit", func(t *testing.T) { forkBomb(t, hostile) }},
+		{"agent answers while a command holds every pid", func(t *testing.T) { pidsHeld(t, hostile) }},
 		{"memory hog is OOM-killed, agent survives", func(t *testing.T) { memoryHog(t, hostile, cid) }},
 		{"disk fill ends in ENOSPC at the tmpfs cap", func(t *testing.T) { diskFill(t, hostile) }},
 		{"workspace fill ends in ENOSPC at the workspace cap", func(t *testing.T) { workspaceFill(t, hostile, containWorkspace) }},

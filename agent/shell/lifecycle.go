@@ -8,11 +8,13 @@ import (
 	"time"
 )
 
-// waitLoop reaps the main process and then bounds the output drain by
-// setting a read deadline on the master. Owned by Process; Wait and Close
-// wait for it.
-func (p *Process) waitLoop() {
+// waitLoop reaps the main process — once its pidfd says it exited, so no
+// OS thread waits for it (pidfd.go) — and then bounds the output drain by
+// setting a read deadline on the master. It owns pidfd. Owned by Process;
+// Wait and Close wait for it.
+func (p *Process) waitLoop(pidfd int) {
 	defer close(p.waitDone)
+	awaitExit(pidfd) // when it cannot, Wait blocks a thread as usual
 	err := p.cmd.Wait()
 	p.exitCode = exitCode(p.cmd.ProcessState)
 	var exitErr *exec.ExitError

@@ -130,7 +130,8 @@ func Start(ctx context.Context, spec Spec) (*Process, error) {
 		defer devNull.Close()
 		cmd.Stdin, ctty = devNull, 1 // the controlling terminal comes from stdout
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: ctty}
+	pidfd := -1 // set by Start where the kernel supports it (pidfd.go)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: ctty, PidFD: &pidfd}
 	if err := cmd.Start(); err != nil {
 		_ = master.Close()
 		return nil, fmt.Errorf("start %s: %w", spec.Command[0], err)
@@ -151,7 +152,7 @@ func Start(ctx context.Context, spec Spec) (*Process, error) {
 	if p.grace <= 0 {
 		p.grace = DefaultKillGrace
 	}
-	go p.waitLoop()
+	go p.waitLoop(pidfd)
 	go p.readLoop()
 	p.stopCtx = context.AfterFunc(ctx, func() {
 		defer close(p.ctxDone)

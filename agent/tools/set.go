@@ -130,15 +130,16 @@ func New(cfg Config) *Set {
 		jobs:  map[string]*job{},
 		quit:  make(chan struct{}),
 	}
+	g := make(gate, MaxBlockingCalls) // gate.go
 	all := []Tool{
 		&execute{ws: ws, jobs: jobs, timeout: cfg.ExecTimeout, maxTimeout: cfg.MaxExecTimeout, inputIdle: cfg.InputIdle},
-		&readFile{ws: ws, limit: cfg.OutputLimit},
-		&writeFile{ws: ws},
-		&editFile{ws: ws},
-		&deleteTool{ws: ws},
-		&ls{ws: ws, limit: cfg.OutputLimit},
-		&glob{ws: ws, limit: cfg.OutputLimit},
-		&grep{ws: ws, limit: cfg.OutputLimit, noRipgrep: cfg.NoRipgrep},
+		gated{&readFile{ws: ws, limit: cfg.OutputLimit}, g},
+		gated{&writeFile{ws: ws}, g},
+		gated{&editFile{ws: ws}, g},
+		gated{&deleteTool{ws: ws}, g},
+		gated{&ls{ws: ws, limit: cfg.OutputLimit}, g},
+		gated{&glob{ws: ws, limit: cfg.OutputLimit}, g},
+		gated{&grep{ws: ws, limit: cfg.OutputLimit, noRipgrep: cfg.NoRipgrep}, g},
 		&jobOutput{jobs: jobs},
 		&jobWrite{jobs: jobs},
 		&jobKill{jobs: jobs},

@@ -77,7 +77,7 @@ func New(cfg Config) (*Proxy, error) {
 		onUsage: cfg.OnUsage, onRefused: cfg.OnRefused,
 	}
 	if p.client == nil {
-		p.client = defaultClient()
+		p.client = NewHTTPClient()
 	}
 	if p.log == nil {
 		p.log = slog.Default()
@@ -85,7 +85,12 @@ func New(cfg Config) (*Proxy, error) {
 	return p, nil
 }
 
-func defaultClient() *http.Client {
+// NewHTTPClient returns the client a proxy uses when Config.HTTPClient is
+// nil: no overall timeout (streams may be long), with dialing and the wait
+// for response headers bounded. One client may serve many proxies, which
+// then share its upstream connections; its owner calls
+// CloseIdleConnections when done.
+func NewHTTPClient() *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.DialContext = (&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext
 	tr.ResponseHeaderTimeout = responseHeaderTimeout

@@ -41,7 +41,7 @@ func (d *Docker) create(ctx context.Context, spec Spec) (sb Sandbox, err error) 
 	if spec.WorkspaceVolume != "" {
 		// Held until the container exists, so that Remove cannot detach the
 		// workspace in between (workspace_detach.go).
-		unlock = d.ws.volumes.lock(spec.WorkspaceVolume)
+		unlock = d.ws.volumes.Lock(spec.WorkspaceVolume)
 		created, verr := d.ensureVolume(ctx, spec.WorkspaceVolume, spec.Labels)
 		if verr != nil {
 			return Sandbox{}, verr
@@ -119,6 +119,10 @@ func (d *Docker) hostConfig(spec Spec) *container.HostConfig {
 		ReadonlyRootfs: true,
 		Init:           &d.init,
 		Runtime:        runtime,
+		// The agent's own log, bounded on the host's disk (logs.go).
+		LogConfig: container.LogConfig{Type: "json-file", Config: map[string]string{
+			"max-size": logMaxSize, "max-file": logMaxFiles,
+		}},
 		Tmpfs: map[string]string{
 			"/tmp": "rw,nosuid,nodev,mode=1777,size=" + strconv.FormatInt(lim.TmpfsBytes, 10),
 		},

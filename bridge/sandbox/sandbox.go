@@ -26,6 +26,10 @@ type Manager interface {
 	// workspace volume. Removing a sandbox that does not exist is not an
 	// error.
 	Remove(ctx context.Context, id string) error
+	// Logs returns the last tail lines the sandbox's main process wrote,
+	// also after it stopped (until it is removed); an error wraps
+	// ErrNotFound when the sandbox is gone.
+	Logs(ctx context.Context, id string, tail int) (string, error)
 	// RemoveVolume deletes a workspace volume; a missing one is not an error.
 	RemoveVolume(ctx context.Context, name string) error
 	// List returns the sandboxes whose labels include all of labels.

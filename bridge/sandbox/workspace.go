@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/boxwire/boxwire/bridge/internal/keyed"
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
 )
@@ -71,7 +72,7 @@ type workspaces struct {
 	cfg     WorkspaceConfig
 	log     *slog.Logger
 	mu      sync.Mutex  // serialises attach: the loop lookup and the link swap
-	volumes volumeLocks // attach in Create against detach in Remove (workspace_detach.go)
+	volumes keyed.Mutex // attach in Create against detach in Remove (workspace_detach.go)
 }
 
 func (w *workspaces) paths(volume string) (img, link string) {

@@ -3,7 +3,6 @@ package sandbox
 import (
 	"context"
 	"os"
-	"sync"
 
 	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
@@ -16,46 +15,6 @@ import (
 // keeps that detach from racing a Create of the same volume: Create holds
 // it from the attach until its container exists, and Remove holds it while
 // it looks for other containers and detaches.
-
-// volumeLocks are per-volume mutexes; an entry lives while someone holds or
-// waits for it.
-type volumeLocks struct {
-	mu    sync.Mutex
-	locks map[string]*volumeLock
-}
-
-type volumeLock struct {
-	mu sync.Mutex
-	n  int // holders and waiters
-}
-
-// lock locks volume and returns its unlock, which may be called more than
-// once (only the first call counts).
-func (v *volumeLocks) lock(volume string) (unlock func()) {
-	v.mu.Lock()
-	if v.locks == nil {
-		v.locks = map[string]*volumeLock{}
-	}
-	l := v.locks[volume]
-	if l == nil {
-		l = &volumeLock{}
-		v.locks[volume] = l
-	}
-	l.n++
-	v.mu.Unlock()
-	l.mu.Lock()
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			l.mu.Unlock()
-			v.mu.Lock()
-			if l.n--; l.n == 0 {
-				delete(v.locks, volume)
-			}
-			v.mu.Unlock()
-		})
-	}
-}
 
 // cappedWorkspaceOf returns the name of the capped workspace volume that
 // sandbox id mounts, or "" when it has none (or cannot be inspected).
@@ -83,7 +42,7 @@ func (d *Docker) cappedWorkspaceOf(ctx context.Context, id string) string {
 // logged: the sandbox is gone, and an attached loop device only costs a
 // little kernel memory until RemoveVolume.
 func (d *Docker) detachUnused(ctx context.Context, volume string) {
-	unlock := d.ws.volumes.lock(volume)
+	unlock := d.ws.volumes.Lock(volume)
 	defer unlock()
 	f := client.Filters{}
 	f.Add("volume", volume)

@@ -152,7 +152,7 @@ func (s *Server) acquireBox(ctx context.Context, o boxOptions, threadID string) 
 		b.err = room(ctx) // an evicted pooled sandbox is gone before this one is made
 	}
 	if b.err == nil {
-		unlock := s.life.lock("box:" + b.id) // lifecycle.go: not while an old sandbox of this id is removed
+		unlock := s.life.Lock("box:" + b.id) // lifecycle.go: not while an old sandbox of this id is removed
 		b.err = s.startBox(ctx, b)
 		unlock()
 	}

@@ -84,6 +84,21 @@ func (r *resources) remove(ctx context.Context, mgr sandbox.Manager) error {
 			errs = append(errs, fmt.Errorf("remove volume %s: %w", r.volume, err))
 		}
 	}
+	if err := r.closeProxies(); err != nil {
+		errs = append(errs, err)
+	}
+	if r.dir != "" {
+		if err := os.RemoveAll(r.dir); err != nil {
+			errs = append(errs, fmt.Errorf("remove socket folder: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// closeProxies stops serving the sandbox's LLM and egress proxies (the
+// sockets in its folder) and reports every failure.
+func (r *resources) closeProxies() error {
+	var errs []error
 	if r.proxy != nil {
 		if err := r.proxy.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close llm proxy: %w", err))
@@ -92,11 +107,6 @@ func (r *resources) remove(ctx context.Context, mgr sandbox.Manager) error {
 	if r.egress != nil {
 		if err := r.egress.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close egress proxy: %w", err))
-		}
-	}
-	if r.dir != "" {
-		if err := os.RemoveAll(r.dir); err != nil {
-			errs = append(errs, fmt.Errorf("remove socket folder: %w", err))
 		}
 	}
 	return errors.Join(errs...)

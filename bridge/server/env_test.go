@@ -54,13 +54,15 @@ func (b *syncBuffer) String() string {
 // upstream is a fake model endpoint that answers only with the real key.
 type upstream struct {
 	*httptest.Server
-	mu    sync.Mutex
-	auths []string
+	mu      sync.Mutex
+	auths   []string
+	remotes []string // the client address of every call
 }
 
 func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 	u.mu.Lock()
 	u.auths = append(u.auths, r.Header.Get("Authorization"))
+	u.remotes = append(u.remotes, r.RemoteAddr)
 	u.mu.Unlock()
 	if r.Header.Get("Authorization") != "Bearer "+testKey || r.URL.Path != "/v1/chat/completions" {
 		http.Error(w, `{"error":{"message":"no"}}`, http.StatusUnauthorized)
@@ -68,6 +70,17 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	fmt.Fprint(w, `{"choices":[{"message":{"role":"assistant","content":"hello from the model"}}]}`)
+}
+
+// connections returns how many calls came and over how many connections.
+func (u *upstream) connections() (calls, conns int) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	seen := map[string]bool{}
+	for _, r := range u.remotes {
+		seen[r] = true
+	}
+	return len(u.remotes), len(seen)
 }
 
 func (u *upstream) authorizations() []string {

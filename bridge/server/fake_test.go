@@ -143,6 +143,22 @@ next:
 
 func (m *fakeManager) Close() error { return nil }
 
+// Logs returns one line naming the exit code once the sandbox stopped.
+func (m *fakeManager) Logs(_ context.Context, id string, _ int) (string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	box := m.boxes[id]
+	if box == nil {
+		return "", fmt.Errorf("logs of %s: %w", id, sandbox.ErrNotFound)
+	}
+	if box.sb.Running {
+		return "", nil
+	}
+	// Like a Go crash: the reason first, then a long stack.
+	return fmt.Sprintf("{\"msg\":\"agent listening\"}\nfatal error: fake agent exiting with code %d\n\ngoroutine 1 [running]:\n%s",
+		box.sb.ExitCode, strings.Repeat("main.frame()\n\t/agent/main.go:1\n", 40)), nil
+}
+
 // kill stops a sandbox's agent as if the container died.
 func (m *fakeManager) kill(id string, code int, oom bool) {
 	m.mu.Lock()

@@ -5,51 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/boxwire/boxwire/bridge/sandbox"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
-
-// lifecycle holds per-key locks: "thread:<id>" keeps two clients from
-// resuming one suspended thread twice; "box:<id>" keeps a sandbox from
-// being started under a box id whose old sandbox is still being removed
-// (suspension, retention). Lock order: a thread key before a box key.
-type lifecycle struct {
-	mu    sync.Mutex
-	locks map[string]*keyLock
-}
-
-type keyLock struct {
-	mu sync.Mutex
-	n  int // holders and waiters
-}
-
-// lock takes key's lock, blocking while another goroutine holds it, and
-// returns its release.
-func (l *lifecycle) lock(key string) (unlock func()) {
-	l.mu.Lock()
-	if l.locks == nil {
-		l.locks = map[string]*keyLock{}
-	}
-	k := l.locks[key]
-	if k == nil {
-		k = &keyLock{}
-		l.locks[key] = k
-	}
-	k.n++
-	l.mu.Unlock()
-	k.mu.Lock()
-	return func() {
-		k.mu.Unlock()
-		l.mu.Lock()
-		if k.n--; k.n == 0 {
-			delete(l.locks, key)
-		}
-		l.mu.Unlock()
-	}
-}
 
 // workState follows a thread's events to tell whether its agent is working:
 // a turn runs from its user_echo to its turn_done, a tool call (also a

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/boxwire/boxwire/bridge/wire"
@@ -37,6 +38,11 @@ func TestAgentDeath(t *testing.T) {
 	}
 	if ev := c.read(); ev.Type != wire.TypeSandboxReplaced {
 		t.Fatalf("replay: got %s", ev.Type)
+	}
+	// The operator learns why: the start of the dead agent's crash report
+	// (not only the end of its stack) is in the bridge's log.
+	if logs := e.logs.String(); !strings.Contains(logs, "fatal error: fake agent exiting with code 137") {
+		t.Fatalf("the bridge log lacks the dead agent's log tail:\n%s", logs)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/boxwire/boxwire/bridge/egress"
+	"github.com/boxwire/boxwire/bridge/internal/keyed"
 	"github.com/boxwire/boxwire/bridge/llmproxy"
 	"github.com/boxwire/boxwire/bridge/policy"
 	"github.com/boxwire/boxwire/bridge/sandbox"
@@ -169,7 +170,15 @@ type Server struct {
 	reaper  sync.WaitGroup // the reaper goroutine, started by New
 	ca      caCache        // the egress CA, loaded on first use (approvals_egress.go)
 	pool    warmPool       // warm pool (pool.go); its filler is started by New
-	life    lifecycle      // suspend, resume and recycle bookkeeping (lifecycle.go)
+	// life holds per-key locks: "thread:<id>" keeps two clients from
+	// resuming one suspended thread twice; "box:<id>" keeps a sandbox from
+	// being started under a box id whose old sandbox is still being
+	// removed (suspension, retention). Lock order: a thread key before a
+	// box key.
+	life keyed.Mutex
+	// llmClient carries every sandbox's LLM proxy calls upstream, so
+	// they share connections; Close closes its idle ones.
+	llmClient *http.Client
 }
 
 // New checks cfg and returns a server. It starts the reaper goroutine,
@@ -214,6 +223,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Software == "" {
 		cfg.Software = "boxwire-bridge/dev"
 	}
+	if cfg.LLM.HTTPClient == nil { // one for every sandbox's proxy
+		cfg.LLM.HTTPClient = llmproxy.NewHTTPClient()
+	}
 	db, err := openStore(&cfg)
 	if err != nil {
 		return nil, err
@@ -226,6 +238,7 @@ func New(cfg Config) (*Server, error) {
 		boxes:   make(map[string]*box),
 		clients: make(map[*client]struct{}),
 		db:      db, events: db,
+		llmClient: cfg.LLM.HTTPClient,
 	}
 	s.reaper.Add(2)
 	go s.reap()
@@ -300,22 +313,13 @@ func (s *Server) Close(ctx context.Context) error {
 	}
 	for _, b := range boxes {
 		<-b.ready // creation stops: s.ctx is cancelled
-		if b.err == nil && b.res.proxy != nil {
-			if err := b.res.proxy.Close(); err != nil {
-				errs = append(errs, fmt.Errorf("close llm proxy of %s: %w", b.id, err))
-			}
-		}
-		if b.err == nil && b.res.egress != nil {
-			if err := b.res.egress.Close(); err != nil {
-				errs = append(errs, fmt.Errorf("close egress proxy of %s: %w", b.id, err))
-			}
-		}
-		if b.err == nil && b.res.egress != nil {
-			if err := b.res.egress.Close(); err != nil {
-				errs = append(errs, fmt.Errorf("close egress proxy of %s: %w", b.id, err))
+		if b.err == nil {
+			if err := b.res.closeProxies(); err != nil {
+				errs = append(errs, fmt.Errorf("box %s: %w", b.id, err))
 			}
 		}
 	}
+	s.llmClient.CloseIdleConnections() // the upstream connections all proxies shared
 	done := make(chan struct{})
 	go func() { s.conns.Wait(); close(done) }()
 	select {

@@ -18,7 +18,7 @@ import (
 // and the workspace volume stays for the resumption (resumeThread) or the
 // thread retention (retire). It blocks for the engine.
 func (s *Server) suspend(ctx context.Context, b *box, ev wire.SandboxExited) error {
-	unlock := s.life.lock("box:" + b.id)
+	unlock := s.life.Lock("box:" + b.id)
 	defer unlock()
 	s.mu.Lock()
 	ids := make([]string, 0, len(b.threads))
@@ -99,7 +99,7 @@ func (s *Server) markSuspended(ctx context.Context, id string, b *box, at time.T
 // answers or ctx ends; a second caller for the same thread waits for the
 // first and gets its thread.
 func (s *Server) resumeThread(ctx context.Context, id string) (t *thread, found bool, err error) {
-	unlock := s.life.lock("thread:" + id)
+	unlock := s.life.Lock("thread:" + id)
 	defer unlock()
 	if t := s.lookup(id); t != nil {
 		return t, true, nil
@@ -237,7 +237,7 @@ func (s *Server) retire(ctx context.Context, now time.Time) {
 // workspace volume when no other thread or sandbox uses it. A thread
 // resumed meanwhile is left alone.
 func (s *Server) removeSuspended(ctx context.Context, id string) error {
-	unlock := s.life.lock("thread:" + id)
+	unlock := s.life.Lock("thread:" + id)
 	defer unlock()
 	rec, ok := s.suspendedRecord(ctx, id)
 	if !ok {
@@ -252,7 +252,7 @@ func (s *Server) removeSuspended(ctx context.Context, id string) error {
 // dropVolumeIfUnused removes box id's workspace volume unless a live
 // sandbox or a stored thread still uses it.
 func (s *Server) dropVolumeIfUnused(ctx context.Context, id string) error {
-	unlock := s.life.lock("box:" + id)
+	unlock := s.life.Lock("box:" + id)
 	defer unlock()
 	s.mu.Lock()
 	for _, b := range s.boxes {

@@ -340,6 +340,7 @@ func (t *thread) agentLost(l *agentLink, err error) {
 		ev = exitEvent(sb)
 		msg = ev.Message
 		t.publish(wire.MustNew(wire.TypeSandboxExited, t.id, "", ev))
+		t.logExit(sb, msg) // threads.go
 	}
 	t.log.Warn("agent connection lost", "reason", msg)
 	<-l.writerDone

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/boxwire/boxwire/bridge/sandbox"
@@ -221,4 +222,40 @@ func exitEvent(sb sandbox.Sandbox) wire.SandboxExited {
 		ev.Message = fmt.Sprintf("sandbox stopped: exit code %d", code)
 	}
 	return ev
+}
+
+// Of a dead sandbox's log the bridge reads the last exitLogRead lines and
+// logs exitLogLines of them: from the start of a Go crash report ("panic:",
+// "fatal error:", "runtime: ..."), whose first lines say why, or else the
+// last ones.
+const (
+	exitLogRead  = 400
+	exitLogLines = 30
+)
+
+// logExit tells the operator why sb stopped: msg and what its agent wrote
+// last (a panic, a Go runtime's fatal error), which clients are not sent.
+// It blocks for at most inspectWait.
+func (t *thread) logExit(sb sandbox.Sandbox, msg string) {
+	ctx, cancel := context.WithTimeout(context.Background(), inspectWait)
+	defer cancel()
+	tail, err := t.mgr.Logs(ctx, sb.ID, exitLogRead)
+	if err != nil {
+		t.log.Warn("sandbox stopped", "sandbox", sb.ID, "reason", msg, "logs_err", err)
+		return
+	}
+	t.log.Warn("sandbox stopped", "sandbox", sb.ID, "reason", msg, "agent_log", crashLines(tail, exitLogLines))
+}
+
+// crashLines returns n lines of log: from the first line that starts a Go
+// crash report, else the last n.
+func crashLines(log string, n int) string {
+	lines := strings.Split(strings.TrimRight(log, "\n"), "\n")
+	for i, l := range lines {
+		if strings.HasPrefix(l, "panic: ") || strings.HasPrefix(l, "fatal error: ") ||
+			strings.HasPrefix(l, "runtime: ") || strings.HasPrefix(l, "runtime/cgo: ") {
+			return strings.Join(lines[i:min(i+n, len(lines))], "\n")
+		}
+	}
+	return strings.Join(lines[max(len(lines)-n, 0):], "\n")
 }

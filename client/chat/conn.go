@@ -57,9 +57,9 @@ type Conn struct {
 	readDone  chan struct{} // closed when the reader has returned
 	writeDone chan struct{} // closed when the writer has returned
 
-	mu    sync.Mutex
-	err   error                 // why the connection ended; first cause wins
-	pings map[string]chan error // ping id -> waiter, guarded by mu
+	mu      sync.Mutex
+	err     error                         // why the connection ended; first cause wins
+	pending map[string]chan wire.Envelope // Request id -> waiter (capacity 1), guarded by mu
 }
 
 // outgoing is one frame for the writer; done receives the write's result.
@@ -109,7 +109,7 @@ func newConn(ws *websocket.Conn, cfg Config, hello wire.Hello) *Conn {
 		quit:      make(chan struct{}),
 		readDone:  make(chan struct{}),
 		writeDone: make(chan struct{}),
-		pings:     make(map[string]chan error),
+		pending:   make(map[string]chan wire.Envelope),
 		rcv:       cfg.Receiver,
 	}
 	c.lastSeq.Store(cfg.AfterSeq)
@@ -238,9 +238,10 @@ func (c *Conn) Close() error {
 	return nil
 }
 
-// newID returns a request id unique to this connection and, with its
-// random part, very likely across all clients of a thread.
-func (c *Conn) newID(kind string) string {
+// NewID returns a request id starting with kind, unique to this
+// connection and, with its random part, very likely across all clients of
+// a thread. Safe for concurrent use.
+func (c *Conn) NewID(kind string) string {
 	return kind + "-" + c.idPrefix + "-" + strconv.FormatUint(c.nextID.Add(1), 10)
 }
 

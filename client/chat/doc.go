@@ -4,7 +4,8 @@
 // benchmarks use it.
 //
 // A Conn owns exactly two goroutines: a reader, which delivers events on
-// Events and answers Ping, and a writer, which is the only goroutine that
+// Events and hands each reply to the Request (or Ping) waiting for its
+// id, and a writer, which is the only goroutine that
 // writes to the socket and also sends WebSocket keep-alive pings. Close
 // stops both and waits for them.
 //

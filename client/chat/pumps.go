@@ -9,8 +9,8 @@ import (
 )
 
 // readPump is the connection's only reader. It hands frames to the
-// Receiver (when there is one), delivers the other messages on c.events,
-// wakes Ping waiters, and on return records why it stopped and closes
+// Receiver (when there is one), wakes Request waiters, delivers the other
+// messages on c.events, and on return records why it stopped and closes
 // c.events and c.readDone. It never blocks on the consumer: a full
 // c.events ends the connection with ErrSlowConsumer.
 func (c *Conn) readPump() {
@@ -40,7 +40,8 @@ func (c *Conn) readPump() {
 	}
 }
 
-// route hands one frame to the Receiver, a Ping waiter or Events. An
+// route hands one frame to the Receiver (pongs excepted), then a reply to
+// the Request waiting for it, else the message to Events. An
 // error ends the connection: a full Events, or a panicking Receiver.
 func (c *Conn) route(kind int, data []byte) (err error) {
 	defer func() {
@@ -61,7 +62,8 @@ func (c *Conn) route(kind int, data []byte) (err error) {
 		c.log.Warn("ignoring frame", "err", err)
 		return nil
 	}
-	if c.wakePing(env) || (c.rcv != nil && c.rcv.Message(env)) {
+	consumed := env.Type == wire.TypePong || (c.rcv != nil && c.rcv.Message(env))
+	if c.wake(env) || consumed {
 		return nil
 	}
 	if !c.deliver(env) {
@@ -89,32 +91,21 @@ func (c *Conn) deliver(env wire.Envelope) bool {
 	}
 }
 
-// wakePing hands a pong, or an error answering a ping, to the Ping call
-// waiting for its id. It reports true when env must not go on to Events
-// (pongs never do).
-func (c *Conn) wakePing(env wire.Envelope) bool {
-	if env.Type != wire.TypePong && (env.Type != wire.TypeError || env.Seq != 0) {
+// wake hands a reply (a message without a seq) to the Request waiting
+// for its id, and reports whether there was one.
+func (c *Conn) wake(env wire.Envelope) bool {
+	if env.Seq != 0 || env.ID == "" {
 		return false
 	}
 	c.mu.Lock()
-	waiter := c.pings[env.ID]
-	delete(c.pings, env.ID)
+	waiter := c.pending[env.ID]
+	delete(c.pending, env.ID)
 	c.mu.Unlock()
-	if env.Type == wire.TypePong {
-		if waiter != nil {
-			waiter <- nil
-		}
-		return true
+	if waiter == nil {
+		return false
 	}
-	if waiter != nil {
-		var werr wire.Error
-		if err := env.Decode(&werr); err != nil {
-			waiter <- err
-		} else {
-			waiter <- werr
-		}
-	}
-	return false
+	waiter <- env // capacity 1, and the id is now out of pending
+	return true
 }
 
 // writePump is the connection's only writer: it writes queued frames and

@@ -44,6 +44,11 @@ func (s *session) approval(env wire.Envelope) {
 	if env.Decode(&req) != nil {
 		return
 	}
+	if !slices.Contains(s.asked, req.ApprovalID) {
+		// open until its approval_decision, even when it looks expired
+		// here: the bridge's clock decides.
+		s.asked = append(s.asked, req.ApprovalID)
+	}
 	if exp, err := time.Parse(time.RFC3339, req.Expires); err == nil && time.Now().After(exp) {
 		return
 	}
@@ -138,7 +143,6 @@ func describeAction(r wire.ApprovalRequest) string {
 // answer it until the bridge denies it). It blocks until a line answers
 // req or the request expires.
 func (s *session) askInteractive(req wire.ApprovalRequest) {
-	s.asked = append(s.asked, req.ApprovalID)
 	s.r.EndLine()
 	s.r.Printf("approval needed [%s]: %s", req.ApprovalID, describeAction(req))
 	s.r.Printf("approve? [y/N] (or later: /approve %s, /deny %s)", req.ApprovalID, req.ApprovalID)
@@ -190,8 +194,9 @@ func (s *session) answerLine(id, line string) bool {
 // it answers def, or the newest open request when def is empty. /approve
 // takes its argument as the ID whatever it looks like (a mistyped ID must
 // not approve another request); /deny takes its first argument as the ID
-// when it starts with "ap_", else as the first word of the reason. It
-// returns the id answered ("" for none).
+// when it starts with "ap_", else as the first word of the reason. An ID
+// that is not open (a typo, or already decided) is not sent: the error
+// names the open ones. It returns the id answered ("" for none).
 func (s *session) answerCommand(cmd string, args []string, def string) string {
 	id := ""
 	switch {
@@ -209,6 +214,10 @@ func (s *session) answerCommand(cmd string, args []string, def string) string {
 		s.r.Printf("no open approval request (usage: %s [ID])", cmd)
 		return ""
 	}
+	if !slices.Contains(s.asked, id) {
+		s.r.Printf("%s", s.notPending(id))
+		return ""
+	}
 	reason := strings.Join(args, " ")
 	if cmd == "/deny" && reason == "" {
 		reason = "denied by the user"
@@ -216,4 +225,14 @@ func (s *session) answerCommand(cmd string, args []string, def string) string {
 	s.answer(id, cmd == "/approve", reason)
 	s.r.Printf("%s sent for %s", strings.TrimPrefix(cmd, "/"), id)
 	return id
+}
+
+// notPending is the error for an approval id that is not open: it names
+// the open ones.
+func (s *session) notPending(id string) string {
+	open := "none pending"
+	if len(s.asked) > 0 {
+		open = "pending: " + strings.Join(s.asked, ", ")
+	}
+	return fmt.Sprintf("✗ no pending approval %q (%s)", id, open)
 }

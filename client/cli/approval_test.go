@@ -60,10 +60,15 @@ func TestInteractiveApprovalAnswers(t *testing.T) {
 			[]string{"deny sent for ap_1", "✗ approval ap_1: denied by c_test — too risky"}},
 		{"/deny alone", []string{"ap_1"}, []string{"/deny"},
 			[]string{"✗ approval ap_1: denied by c_test — denied by the user"}},
-		{"/approve of another id asks again", []string{"ap_1"}, []string{"/approve ap_2", "y"},
-			[]string{"approve sent for ap_2", "approve ap_1? [y/N]", "✓ approval ap_1: approved by c_test"}},
+		{"/approve of an id not pending asks again", []string{"ap_1"}, []string{"/approve ap_2", "y"},
+			[]string{`✗ no pending approval "ap_2" (pending: ap_1)`, "approve ap_1? [y/N]", "✓ approval ap_1: approved by c_test"}},
 		{"/approve with a mistyped id approves nothing", []string{"ap_1"}, []string{"/approve ap1", "n"},
-			[]string{"approve sent for ap1", "approve ap_1? [y/N]", "✗ approval ap_1: denied by c_test — denied by the user"}},
+			[]string{`✗ no pending approval "ap1" (pending: ap_1)`, "approve ap_1? [y/N]", "✗ approval ap_1: denied by c_test — denied by the user"}},
+		{"/deny with a wrong id denies nothing", []string{"ap_1"}, []string{"/deny ap_9 no", "y"},
+			[]string{`✗ no pending approval "ap_9" (pending: ap_1)`, "approve ap_1? [y/N]", "✓ approval ap_1: approved by c_test"}},
+		{"an id already decided", []string{"ap_1", "ap_2"}, []string{"y", "/approve ap_1", "/deny ap_2"},
+			[]string{"✓ approval ap_1: approved by c_test", `✗ no pending approval "ap_1" (pending: ap_2)`,
+				"approve ap_2? [y/N]", "✗ approval ap_2: denied by c_test — denied by the user"}},
 		{"two requests", []string{"ap_1", "ap_2"}, []string{"/approve ap_1", "/deny ap_2 no"},
 			[]string{"✓ approval ap_1: approved by c_test", "✗ approval ap_2: denied by c_test — no"}},
 	}
@@ -89,6 +94,9 @@ func TestInteractiveApprovalAnswers(t *testing.T) {
 				}
 				rest = rest[i+len(w):]
 			}
+			if strings.Contains(out, "not_found") {
+				t.Errorf("an answer the bridge refused was sent:\n%s", out)
+			}
 			if n := strings.Count(out, "✓ approval") + strings.Count(out, "✗ approval"); n != len(tt.ids) {
 				t.Errorf("%d decisions shown, want %d:\n%s", n, len(tt.ids), out)
 			}
@@ -107,13 +115,66 @@ func TestApproveCommandAtPrompt(t *testing.T) {
 	io.WriteString(typed, "/approve ap_1 ap_2\n")
 	c.out.waitFor(t, "usage: /approve [ID]\n")
 	io.WriteString(typed, "/approve ap_gone\n")
-	c.out.waitFor(t, "approve sent for ap_gone")
-	c.out.waitFor(t, `✗ error: not_found: no pending approval "ap_gone"`)
+	c.out.waitFor(t, `✗ no pending approval "ap_gone" (none pending)`)
 	io.WriteString(typed, "/deny ap_gone because\n")
-	c.out.waitFor(t, "deny sent for ap_gone")
+	c.out.waitForCount(t, `✗ no pending approval "ap_gone" (none pending)`, 2)
 	typed.Close()
 	if code := c.wait(t); code != cli.ExitOK {
 		t.Errorf("exit code %d; stderr: %s", code, c.errs.String())
+	}
+	if out := c.out.String(); strings.Contains(out, "sent for") || strings.Contains(out, "not_found") {
+		t.Errorf("an answer was sent:\n%s", out)
+	}
+}
+
+// TestApproveWrongIDAtPrompt: at the prompt between turns, a wrong id
+// names the request still pending (replayed, expired by this client's
+// clock but not yet decided by the bridge); its own id answers it.
+func TestApproveWrongIDAtPrompt(t *testing.T) {
+	answers := make(chan wire.Envelope, 2)
+	srv := chattest.New(t, chattest.Options{Handler: func(p *chattest.Peer) {
+		if _, err := p.Handshake("t_ap"); err != nil {
+			return
+		}
+		req := wire.MustNew(wire.TypeApprovalRequest, "", "", wire.ApprovalRequest{ApprovalID: "ap_old",
+			ApprovalAction: wire.ApprovalAction{Kind: wire.ApprovalEgress, Host: "pypi.org", Port: 443},
+			Expires:        time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)})
+		if p.Event(req) != nil {
+			return
+		}
+		for {
+			env, err := p.Recv()
+			if err != nil {
+				return
+			}
+			answers <- env
+		}
+	}})
+	in, typed := io.Pipe()
+	defer typed.Close()
+	c := start(t, cli.Options{Chat: chat.Config{URL: srv.URL, Thread: "t_ap"}, In: in})
+	c.out.waitFor(t, "› ")
+	io.WriteString(typed, "/approve ap_0ld\n")
+	c.out.waitFor(t, `✗ no pending approval "ap_0ld" (pending: ap_old)`)
+	io.WriteString(typed, "/deny ap_old not now\n")
+	c.out.waitFor(t, "deny sent for ap_old")
+	select {
+	case env := <-answers:
+		var a wire.ApprovalAnswer
+		if env.Type != wire.TypeDeny || env.Decode(&a) != nil || a.ApprovalID != "ap_old" || a.Reason != "not now" {
+			t.Errorf("bridge got %s %s, want deny of ap_old", env.Type, env.Data)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("no answer reached the bridge")
+	}
+	typed.Close()
+	if code := c.wait(t); code != cli.ExitOK {
+		t.Errorf("exit code %d; stderr: %s", code, c.errs.String())
+	}
+	select {
+	case env := <-answers:
+		t.Errorf("bridge also got %s %s", env.Type, env.Data)
+	default:
 	}
 }
 

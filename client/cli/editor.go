@@ -15,10 +15,10 @@ import (
 // line) then ^U (erase to its start).
 const clearLine = "\x05\x15"
 
-// editor is the interactive line editor on a terminal: golang.org/x/term's
-// Terminal (arrows, Home/End, ^A ^E ^K ^U ^W, history with Up/Down) over
-// the input terminal in a mode that keeps signals (Ctrl-C still sends
-// SIGINT) and output processing. It owns two goroutines: the key pump
+// editor is the interactive line editor on a terminal: a lineEditor
+// (lineedit.go: arrows, Home/End, ^A ^E ^K ^U ^W, history with Up/Down,
+// all by display columns) over the input terminal in a mode that keeps
+// signals (Ctrl-C still sends SIGINT) and output processing. It owns two goroutines: the key pump
 // (reads the terminal, stoppable through a pipe) and the line reader (runs
 // ReadLine each time the chat asks for a line); Close stops and waits for
 // both, and restores the terminal.
@@ -31,7 +31,7 @@ type editor struct {
 	saved   *unix.Termios
 	mode    unix.Termios  // the editing mode
 	pumping chan struct{} // closed when the running pump returns
-	t       *term.Terminal
+	t       *lineEditor
 	hist    *history
 
 	keys  chan []byte   // chunks read from the terminal, or injected
@@ -72,8 +72,7 @@ func newEditor(in, out *os.File, prompt, historyPath string) (*editor, error) {
 		unix.Close(e.wake[1])
 		return nil, fmt.Errorf("line editor: %w", err)
 	}
-	e.t = term.NewTerminal(editorIO{e}, prompt)
-	e.t.History = e.hist
+	e.t = newLineEditor(editorIO{e}, prompt, e.hist)
 	e.startPump()
 	e.wg.Go(e.readLines)
 	return e, nil
@@ -181,7 +180,7 @@ func (e *editor) readLines() {
 		e.setReading(true)
 		line, err := e.t.ReadLine()
 		e.setReading(false)
-		if err != nil && !errors.Is(err, term.ErrPasteIndicator) {
+		if err != nil {
 			_, _ = e.t.Write([]byte("\n"))
 			return
 		}
@@ -240,11 +239,11 @@ func (e *editor) pump() {
 	}
 }
 
-// editorIO is the Terminal's side of the editor: keys in, the terminal
+// editorIO is the lineEditor's side of the editor: keys in, the terminal
 // out.
 type editorIO struct{ e *editor }
 
-// Read gives the Terminal the next keys; io.EOF at the terminal's EOF or
+// Read gives the lineEditor the next keys; io.EOF at the terminal's EOF or
 // when the editor closes.
 func (x editorIO) Read(p []byte) (int, error) {
 	e := x.e

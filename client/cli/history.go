@@ -11,7 +11,7 @@ import (
 // maxHistory is how many lines of input the history keeps.
 const maxHistory = 1000
 
-// history is the line editor's history (golang.org/x/term's History),
+// history is the line editor's history (lineHistory),
 // loaded from and appended to a file, one entry a line. It is used by the
 // editor's goroutine only.
 type history struct {

@@ -158,6 +158,7 @@ func (s *session) command(ctx context.Context, line string) (code int, quit bool
 		}
 		s.setConn(c)
 		s.transcript, s.usage, s.requests, s.budget, s.bridgeUse = nil, 0, 0, 0, false
+		s.asked = nil // the old thread's requests
 		s.sandbox = wire.SandboxRunning
 		s.r.Printf("thread %s", c.Thread())
 	case "/delete":

@@ -2,13 +2,8 @@ package term
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
-	"strconv"
-	"sync"
-	"sync/atomic"
 
 	"github.com/boxwire/boxwire/bridge/wire"
 	"github.com/boxwire/boxwire/client/chat"
@@ -36,14 +31,9 @@ type Handler interface {
 // chat.Conn owns one reader and one writer goroutine; Close stops and
 // waits for them.
 type Conn struct {
-	conn     *chat.Conn
-	log      *slog.Logger
-	h        Handler
-	idPrefix string
-	nextID   atomic.Uint64
-
-	mu      sync.Mutex
-	pending map[string]chan wire.Envelope // request id -> waiter
+	conn *chat.Conn
+	log  *slog.Logger
+	h    Handler
 }
 
 // Dial connects like chat.Dial (same Config: URL, token, thread; its
@@ -59,12 +49,7 @@ func Dial(ctx context.Context, cfg chat.Config, h Handler) (*Conn, error) {
 	if h == nil {
 		h = discard{}
 	}
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	c := &Conn{
-		log: log, h: h, idPrefix: hex.EncodeToString(b[:]),
-		pending: make(map[string]chan wire.Envelope),
-	}
+	c := &Conn{log: log, h: h}
 	cfg.Receiver = receiver{c} // the reader calls it; it never touches c.conn
 	conn, err := chat.Dial(ctx, cfg)
 	if err != nil {
@@ -94,10 +79,6 @@ func (c *Conn) Err() error { return c.conn.Err() }
 // this connection watched go on running. Idempotent; always nil.
 func (c *Conn) Close() error { return c.conn.Close() }
 
-func (c *Conn) newID(kind string) string {
-	return kind + "-" + c.idPrefix + "-" + strconv.FormatUint(c.nextID.Add(1), 10)
-}
-
 // sendJSON writes one control message.
 func (c *Conn) sendJSON(ctx context.Context, env wire.Envelope) error {
 	env.Thread = c.conn.Thread()
@@ -105,7 +86,8 @@ func (c *Conn) sendJSON(ctx context.Context, env wire.Envelope) error {
 }
 
 // receiver is the chat.Receiver of a Conn: output frames and messages go
-// to the Handler, then replies wake the request waiting for them.
+// to the Handler (replies too, before chat.Conn.Request hands them to the
+// request waiting for them).
 type receiver struct{ c *Conn }
 
 func (r receiver) Binary(data []byte) {
@@ -119,60 +101,16 @@ func (r receiver) Binary(data []byte) {
 
 func (r receiver) Message(env wire.Envelope) bool {
 	r.c.h.Message(env)
-	if env.ID != "" && env.Seq == 0 {
-		r.c.mu.Lock()
-		waiter := r.c.pending[env.ID]
-		delete(r.c.pending, env.ID)
-		r.c.mu.Unlock()
-		if waiter != nil {
-			waiter <- env // capacity 1, one reply per id
-		}
-	}
 	return true // nothing reads Events
 }
 
 // request sends a control message with a fresh id and waits for the
-// message answering it (same id); an error answer is returned as a
-// wire.Error.
+// message answering it (chat.Conn.Request): an error answer is returned
+// as a wire.Error.
 func (c *Conn) request(ctx context.Context, typ wire.Type, payload any) (wire.Envelope, error) {
-	id := c.newID("t")
-	env, err := wire.New(typ, "", id, payload)
+	env, err := wire.New(typ, "", c.conn.NewID("t"), payload)
 	if err != nil {
 		return wire.Envelope{}, fmt.Errorf("%s: %w", typ, err)
 	}
-	waiter := make(chan wire.Envelope, 1)
-	c.mu.Lock()
-	c.pending[id] = waiter
-	c.mu.Unlock()
-	defer func() {
-		c.mu.Lock()
-		delete(c.pending, id)
-		c.mu.Unlock()
-	}()
-	if err := c.sendJSON(ctx, env); err != nil {
-		return wire.Envelope{}, err
-	}
-	select {
-	case reply := <-waiter:
-		if reply.Type == wire.TypeError {
-			var werr wire.Error
-			if err := reply.Decode(&werr); err != nil {
-				return reply, fmt.Errorf("%s: %w", typ, err)
-			}
-			return reply, fmt.Errorf("%s: %w", typ, werr)
-		}
-		return reply, nil
-	case <-c.conn.Done():
-		return wire.Envelope{}, fmt.Errorf("%s: %w", typ, c.endErr())
-	case <-ctx.Done():
-		return wire.Envelope{}, fmt.Errorf("%s: %w", typ, ctx.Err())
-	}
-}
-
-// endErr is the error calls return once the connection has ended.
-func (c *Conn) endErr() error {
-	if err := c.conn.Err(); err != nil {
-		return err
-	}
-	return ErrClosed
+	return c.conn.Request(ctx, env)
 }

@@ -5,7 +5,8 @@
 // Conn is the protocol side: a chat.Conn to a thread that carries
 // terminal control messages (JSON) and terminal bytes (binary frames),
 // taking every frame through its chat.Receiver; a Handler sees output and
-// messages in arrival order. Run is the
+// messages in arrival order, and requests wait for their answers through
+// chat.Conn.Request. Run is the
 // interactive side: raw mode, keystrokes as input frames, SIGWINCH as
 // terminal_resize, the detach keys (Ctrl-] q; Ctrl-] k closes the session)
 // and the local terminal restored on every exit path — detach, remote

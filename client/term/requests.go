@@ -64,14 +64,14 @@ func (c *Conn) List(ctx context.Context) ([]wire.TerminalInfo, error) {
 // Resize sets session's window size. It waits only until the request is
 // written: a failure arrives later as an error message (Handler.Message).
 func (c *Conn) Resize(ctx context.Context, session string, cols, rows uint16) error {
-	return c.sendJSON(ctx, wire.MustNew(wire.TypeTerminalResize, "", c.newID("r"),
+	return c.sendJSON(ctx, wire.MustNew(wire.TypeTerminalResize, "", c.conn.NewID("r"),
 		wire.TerminalResize{Session: session, Cols: cols, Rows: rows}))
 }
 
 // Signal sends sig (INT, TERM, HUP, KILL, …) to session's process group.
 // It waits like Resize.
 func (c *Conn) Signal(ctx context.Context, session, sig string) error {
-	return c.sendJSON(ctx, wire.MustNew(wire.TypeTerminalSignal, "", c.newID("s"),
+	return c.sendJSON(ctx, wire.MustNew(wire.TypeTerminalSignal, "", c.conn.NewID("s"),
 		wire.TerminalSignal{Session: session, Signal: sig}))
 }
 
