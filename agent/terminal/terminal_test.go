@@ -159,7 +159,17 @@ func TestReattachRendersScreen(t *testing.T) {
 	s := open(t, r, wire.TerminalOpen{Command: []string{"bash", "-c", `printf '\033[?1049h\033[2J\033[3;5Hhello\033[6n\033[5;1Hbottom'; echo ready >&2; sleep 100`}, Cols: 40, Rows: 10})
 	first := &sink{}
 	s.Attach(first, "a1")
-	first.await(t, "output", func(out string, _ []wire.Envelope) bool { return strings.Contains(out, "bottom") })
+	// The program may have drawn before the attach (then its screen
+	// carries it) or after (then live output does).
+	first.await(t, "output", func(out string, msgs []wire.Envelope) bool {
+		for _, m := range msgs {
+			var a wire.TerminalAttached
+			if m.Type == wire.TypeTerminalAttached && m.Decode(&a) == nil && strings.Contains(a.Screen, "bottom") {
+				return true
+			}
+		}
+		return strings.Contains(out, "bottom")
+	})
 	second := &sink{}
 	s.Attach(second, "a2")
 	a := decode[wire.TerminalAttached](t, second.message(t, wire.TypeTerminalAttached))
