@@ -6,7 +6,7 @@
 {
 	if ($0 ~ /^=== RUN/) { top = $3; sub(/\/.*/, "", top) }
 	if (top != "") out[top] = out[top] $0 "\n"
-	if (dump || top == "" || $0 ~ /^(=== RUN| *--- |PASS|FAIL|ok|panic)|_test\.go/) print
+	if (dump || top == "" || $0 ~ /^(=== RUN| *--- |PASS|FAIL|ok|panic)|_test\.go/) { print; fflush() }
 	if ($0 ~ /^panic: /) dump = 1
 	if (match($0, /--- FAIL: [^ ]+/)) {
 		name = substr($0, RSTART + 10, RLENGTH - 10); sub(/\/.*/, "", name)

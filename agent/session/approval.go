@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/boxwire/boxwire/agent/loop"
 	"github.com/boxwire/boxwire/bridge/wire"
@@ -68,20 +69,20 @@ func (s *Server) checkTool(ctx context.Context, call loop.ToolCall) (bool, strin
 	if t == nil {
 		return true, ""
 	}
-	c := t.bridgeConn()
-	if c == nil {
-		return true, "" // standalone: nobody to ask
-	}
 	args := []byte(call.Arguments)
 	if len(args) == 0 {
 		args = []byte("{}")
 	}
 	id, ch := s.checks.add()
 	defer s.checks.remove(id)
-	if !c.enqueue(outgoing{env: wire.MustNew(wire.TypeToolCheck, t.name, id, wire.ToolCheck{
+	c, refused := t.sendCheck(ctx, wire.MustNew(wire.TypeToolCheck, t.name, id, wire.ToolCheck{
 		CallID: call.ID, Name: call.Name, Arguments: args,
-	})}) {
-		return false, "the bridge connection is gone; the call was not checked"
+	}))
+	switch {
+	case c == nil:
+		return true, "" // standalone: nobody to ask
+	case refused != "":
+		return false, refused
 	}
 	select {
 	case v := <-ch:
@@ -93,17 +94,59 @@ func (s *Server) checkTool(ctx context.Context, call loop.ToolCall) (bool, strin
 	}
 }
 
-// bridgeConn returns a connection of the thread whose hello said it is a
-// bridge, or nil.
-func (t *thread) bridgeConn() *conn {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for c := range t.conns {
-		if c.role == wire.RoleBridge {
-			return c
+// resumeWait bounds waiting for a bridge connection to send resume before
+// a tool check goes to it anyway (a bridge that does not resume).
+const resumeWait = 10 * time.Second
+
+// sendCheck queues the tool_check env on a bridge connection of the
+// thread, under the thread's lock and only once that connection has been
+// resumed: so the check follows the replay, which may hold its tool_call,
+// and the bridge logs the tool_call before the approval_request. It waits
+// (at most resumeWait, or until ctx ends or the connection closes) while
+// the thread's bridge connection has not been resumed. c is nil when the
+// thread has no bridge connection; refused says why the check was not
+// queued (empty: it was).
+func (t *thread) sendCheck(ctx context.Context, env wire.Envelope) (c *conn, refused string) {
+	timer := time.NewTimer(resumeWait)
+	defer timer.Stop()
+	late := false
+	for {
+		t.mu.Lock()
+		var waiting *conn
+		for b := range t.conns {
+			if b.role != wire.RoleBridge {
+				continue
+			}
+			if b.resumed || late {
+				sent := b.enqueue(outgoing{env: env})
+				t.mu.Unlock()
+				if !sent {
+					return b, "the bridge connection is gone; the call was not checked"
+				}
+				return b, ""
+			}
+			waiting = b
+		}
+		if waiting == nil {
+			t.mu.Unlock()
+			return nil, ""
+		}
+		if t.resumeWake == nil {
+			t.resumeWake = make(chan struct{})
+		}
+		wake := t.resumeWake
+		t.mu.Unlock()
+		select {
+		case <-wake:
+		case <-waiting.done:
+			return waiting, "the bridge connection closed before the call could be checked"
+		case <-timer.C:
+			t.log.Warn("bridge connection has not resumed; tool check sent anyway")
+			late = true
+		case <-ctx.Done():
+			return waiting, "interrupted while waiting for approval"
 		}
 	}
-	return nil
 }
 
 // verdict routes a tool_verdict from c; only a bridge connection may send one.

@@ -12,7 +12,8 @@ import (
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
-// dialBridge connects to the default thread as a bridge.
+// dialBridge connects to the default thread as a bridge and resumes, as
+// the bridge does first on every link.
 func (e *env) dialBridge() *client {
 	e.t.Helper()
 	c, _, err := e.dialRaw(nil)
@@ -23,6 +24,7 @@ func (e *env) dialBridge() *client {
 	if got := c.next(); got.Type != wire.TypeHello {
 		e.t.Fatalf("handshake answered %s %s", got.Type, got.Data)
 	}
+	c.resume(wire.Resume{})
 	return c
 }
 

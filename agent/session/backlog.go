@@ -107,7 +107,13 @@ func (t *thread) resume(c *conn, env wire.Envelope) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	c.enqueue(t.replayLocked(r, env.ID))
+	if c.enqueue(t.replayLocked(r, env.ID)) {
+		c.resumed = true // tool checks may go to c now: they follow the replay (approval.go)
+		if t.resumeWake != nil {
+			close(t.resumeWake)
+			t.resumeWake = nil
+		}
+	}
 }
 
 // replayLocked is the answer to resume r: resumed, then events_lost when
@@ -126,9 +132,8 @@ func (t *thread) replayLocked(r wire.Resume, id string) outgoing {
 		t.log.Warn("bridge resumed past the backlog", "after", after, "lost", string(lost.Data))
 	}
 	batch = append(batch, evs...)
-	t.log.Info("bridge resumed", "after", after, "replayed", len(evs))
-	return outgoing{
-		env:   wire.MustNew(wire.TypeResumed, t.name, id, wire.Resumed{Instance: t.s.instance, After: after, Replayed: len(evs)}),
-		batch: batch,
-	}
+	res := wire.Resumed{Instance: t.s.instance, After: after, Replayed: len(evs)}
+	t.workLocked(&res) // accepted.go: what runs, as of the replay's end
+	t.log.Info("bridge resumed", "after", after, "replayed", len(evs), "busy", res.Busy)
+	return outgoing{env: wire.MustNew(wire.TypeResumed, t.name, id, res), batch: batch}
 }

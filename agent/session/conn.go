@@ -72,6 +72,9 @@ type conn struct {
 
 	thread *thread // set by the handshake; read by the reader only
 	role   string  // the peer's hello role; set by the handshake (approval.go)
+	// resumed is set once a bridge's resume was answered on c; the
+	// thread's mutex guards it (backlog.go, approval.go).
+	resumed bool
 
 	termQueue // terminal frames and control messages (terminal.go)
 }

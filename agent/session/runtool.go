@@ -13,12 +13,18 @@ import (
 // thread with the request's id. It does not block and does not touch the
 // conversation. interrupt stops it.
 func (t *thread) runTool(c *conn, id string, req wire.RunTool) {
+	t.mu.Lock()
+	if t.repeatedLocked(c, id) { // accepted.go: a bridge sent it again
+		t.mu.Unlock()
+		return
+	}
 	if !t.s.track() {
+		t.mu.Unlock()
 		c.reply(wire.ErrorEnvelope(t.name, id, wire.CodeInternal, "the agent is shutting down"))
 		return
 	}
+	t.acceptLocked(c, id)
 	ctx, cancel := context.WithCancel(t.s.hard)
-	t.mu.Lock()
 	t.nextRun++
 	n := t.nextRun
 	if t.runs == nil {

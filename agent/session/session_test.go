@@ -330,6 +330,7 @@ func TestSlowBridgeIsWaitedFor(t *testing.T) {
 	if got := c.next(); got.Type != wire.TypeHello {
 		t.Fatalf("handshake answered %s", got.Type)
 	}
+	c.resume(wire.Resume{}) // tool checks wait for it, as they follow the replay
 	c.send(userMessage("m", "flood"))
 	check, _ := c.await(wire.TypeToolCheck) // the agent asks its bridge first
 	c.send(wire.MustNew(wire.TypeToolVerdict, "", check.ID, wire.ToolVerdict{Allowed: true}))

@@ -27,6 +27,12 @@ type thread struct {
 
 	history []wire.Envelope // history frames not yet applied (history.go)
 	backlog backlog         // the newest events, for a bridge's resume (backlog.go)
+
+	accepted acceptedIDs     // a bridge's requests already accepted (accepted.go)
+	calls    map[string]bool // running tool calls by call id (accepted.go)
+	// resumeWake is closed (and cleared) when a bridge connection is
+	// resumed: tool checks wait for it (approval.go).
+	resumeWake chan struct{}
 }
 
 func newThread(s *Server, name string) *thread {
@@ -56,6 +62,9 @@ func (t *thread) detach(c *conn) {
 func (t *thread) startTurn(c *conn, id, text string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.repeatedLocked(c, id) { // accepted.go: a bridge sent it again
+		return
+	}
 	if t.cancel != nil {
 		c.reply(wire.ErrorEnvelope(t.name, id, wire.CodeBusy, "a turn is already running on this thread"))
 		return
@@ -67,6 +76,7 @@ func (t *thread) startTurn(c *conn, id, text string) {
 	ctx, cancel := context.WithCancel(withThread(t.s.hard, t)) // withThread: tool checks (approval.go)
 	t.cancel = cancel
 	t.emitLocked(id, wire.MustNew(wire.TypeUserEcho, "", "", wire.UserMessage{Text: text}))
+	t.acceptLocked(c, id)
 	t.log.Info("turn started", "id", id)
 	go t.runTurn(ctx, cancel, id, text)
 }
@@ -110,6 +120,7 @@ func (t *thread) emitLocked(id string, env wire.Envelope) {
 	t.seq++
 	env.Seq, env.Thread, env.ID = t.seq, t.name, id
 	t.backlog.add(env)
+	t.trackCallLocked(env) // accepted.go
 	for c := range t.conns {
 		if !c.enqueue(outgoing{env: env}) {
 			delete(t.conns, c)

@@ -16,8 +16,9 @@ import (
 // the bridge's allowlist for its sandbox alone, and each must fall within
 // Config.EgressThreadMax. The rules belong to the sandbox (box.egress): in
 // assistant scope the first thread fixes them and a later thread may ask
-// for the same rules or none. They are kept in the thread's record, so an
-// adopted or replaced sandbox keeps them.
+// for the same rules or none; PATCH /v1/threads/{id} replaces them later
+// (egress_update.go). They are kept in the thread's record, so an adopted
+// or replaced sandbox keeps them.
 
 // maxThreadEgressRules bounds the rules one thread may ask for.
 const maxThreadEgressRules = 64
@@ -123,7 +124,7 @@ func (s *Server) withThreadRules(id string, check func(context.Context, egress.R
 		}
 		v := check(ctx, req)
 		if !v.Allowed && v.Rule == "" && req.Kind == egress.KindEgress && len(own) == 0 && len(s.cfg.Egress) == 0 {
-			v.Reason += " (this sandbox has no egress rules; a thread asks for them when it is created)"
+			v.Reason += " (this sandbox has no egress rules; a thread asks for them when it is created or with PATCH /v1/threads/{id})"
 		}
 		return v
 	}

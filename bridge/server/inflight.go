@@ -1,7 +1,12 @@
 package server
 
 import (
+	"crypto/rand"
+	"encoding/hex"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/boxwire/boxwire/bridge/wire"
 )
@@ -9,15 +14,70 @@ import (
 // inflight keeps the requests that start work in the agent (user_message,
 // run_tool) from the moment the agent writer writes them until the
 // agent answers them (the turn's user_echo, run_tool's tool_call, a busy
-// error). A sandbox that dies or is recycled in between —
+// error, accepted). A sandbox that dies or is recycled in between —
 // the request written to a socket nobody reads any more — would lose them
 // silently; replace hands them to the new agent instead. (Requests still
 // queued for the writer go to the new agent anyway.) The old agent's first
 // answer (answersRequest) acknowledges a request, so a request is never
-// run twice in the log's view. It is safe for concurrent use.
+// run twice in the log's view.
+//
+// The list is also kept in the store (save; docs/resume.md, "Requests in
+// flight"), queued behind the events, so a bridge killed in between finds
+// it again when it adopts the thread; after every agent link's replay
+// (resumed, then the backlog) the requests written on an earlier link and
+// still unanswered are sent again (resendStale). The agent answers one it
+// had accepted with accepted rather than running it twice. It is safe for
+// concurrent use.
 type inflight struct {
 	mu   sync.Mutex
-	reqs []wire.Envelope // in the order they were handed over
+	reqs []sentReq // in the order they were handed over
+	// save, when set, queues the list in the store; it is called with mu
+	// held, so lists are queued in the order they were made.
+	save func([]wire.Envelope)
+}
+
+// sentReq is one tracked request and the agent link it was written on
+// (agentLink.n; 0: restored from the store).
+type sentReq struct {
+	env  wire.Envelope
+	link uint64
+}
+
+// Request ids. A work request's routed id names its client connection and
+// a tag unique to this bridge process and request ("c3~5e1f.12/m7"), so
+// the agent, which remembers the ids it accepted, never takes a new
+// request for one it ran before another bridge process restarted the
+// connection numbering.
+var (
+	runTag  = newRunTag()
+	reqTag  atomic.Uint64
+	linkSeq atomic.Uint64 // numbers agent links (newLink)
+)
+
+func newRunTag() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b) // never fails (crypto/rand)
+	return hex.EncodeToString(b)
+}
+
+// routedID is the id a client's request is sent to the agent with.
+func routedID(connID, id string, typ wire.Type) string {
+	if startsWork(typ) {
+		connID += "~" + runTag + "." + strconv.FormatUint(reqTag.Add(1), 10)
+	}
+	return connID + "/" + id
+}
+
+// connOf is the client connection id in the first part of a routed id;
+// "" for a request an earlier bridge process routed (sent again after a
+// restart): its client is gone, and a connection of this process may have
+// the same id.
+func connOf(part string) string {
+	c, tag, tagged := strings.Cut(part, "~")
+	if tagged && !strings.HasPrefix(tag, runTag+".") {
+		return ""
+	}
+	return c
 }
 
 // startsWork reports whether a request of type typ is tracked.
@@ -33,47 +93,144 @@ func answersRequest(env wire.Envelope) bool {
 	return env.Seq == 0 || env.Type == wire.TypeUserEcho || env.Type == wire.TypeToolCall
 }
 
-// add tracks env (its routed id, "connection/request").
-func (f *inflight) add(env wire.Envelope) {
+// add tracks env (its routed id) as written on link; a request tracked
+// already (sent again) moves to link.
+func (f *inflight) add(env wire.Envelope, link uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.reqs = append(f.reqs, env)
-}
-
-// ack stops tracking the request with the routed id, if tracked.
-func (f *inflight) ack(id string) {
-	if id == "" {
-		return
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for i, env := range f.reqs {
-		if env.ID == id {
-			f.reqs = append(f.reqs[:i], f.reqs[i+1:]...)
+	for i := range f.reqs {
+		if f.reqs[i].env.ID == env.ID {
+			f.reqs[i].link = link
 			return
 		}
 	}
+	f.reqs = append(f.reqs, sentReq{env: env, link: link})
+	f.saveLocked()
 }
 
-// take returns the unanswered requests, oldest first, and forgets them.
+// forget stops tracking the request with the routed id, if tracked, and
+// reports whether it was. It does not save: the caller calls persist once
+// the answer's event is queued in the store.
+func (f *inflight) forget(id string) bool {
+	if id == "" {
+		return false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, r := range f.reqs {
+		if r.env.ID == id {
+			f.reqs = append(f.reqs[:i], f.reqs[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+// persist queues the current list in the store.
+func (f *inflight) persist() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.saveLocked()
+}
+
+func (f *inflight) saveLocked() {
+	if f.save == nil {
+		return
+	}
+	list := make([]wire.Envelope, len(f.reqs))
+	for i, r := range f.reqs {
+		list[i] = r.env
+	}
+	f.save(list)
+}
+
+// restore tracks reqs, read from the store, as written on no current link.
+func (f *inflight) restore(reqs []wire.Envelope) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, env := range reqs {
+		f.reqs = append(f.reqs, sentReq{env: env})
+	}
+}
+
+// take returns the unanswered requests, oldest first, and forgets them
+// (the store keeps them until the writer tracks them again).
 func (f *inflight) take() []wire.Envelope {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	reqs := f.reqs
+	reqs := make([]wire.Envelope, len(f.reqs))
+	for i, r := range f.reqs {
+		reqs[i] = r.env
+	}
 	f.reqs = nil
 	return reqs
 }
 
-// resend hands the requests the old agent never answered to the new one,
-// on a goroutine owned by the thread (it ends when they are queued or the
-// thread stops). It runs on replace, after the new link started.
+// stale returns the unanswered requests written on a link other than
+// link, oldest first; they stay tracked.
+func (f *inflight) stale(link uint64) []wire.Envelope {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []wire.Envelope
+	for _, r := range f.reqs {
+		if r.link != link {
+			out = append(out, r.env)
+		}
+	}
+	return out
+}
+
+// inflightStore is the part of the store that keeps requests in flight
+// (bridge/store.Store has it; a store without it keeps them in memory).
+type inflightStore interface {
+	SaveInflight(thread string, reqs []wire.Envelope)
+	Inflight(thread string) ([]wire.Envelope, error)
+}
+
+// loadInflight restores the thread's stored requests in flight and saves
+// later changes. It runs in newThread, before the agent goroutines.
+func (t *thread) loadInflight() {
+	st, ok := t.store.(inflightStore)
+	if !ok {
+		return
+	}
+	reqs, err := st.Inflight(t.id)
+	if err != nil {
+		t.log.Error("read requests in flight; they are not sent again", "err", err)
+	}
+	if len(reqs) > 0 {
+		t.log.Info("requests in flight before the restart; sent again after the agent's replay", "requests", len(reqs))
+		t.sent.restore(reqs)
+	}
+	t.sent.save = func(reqs []wire.Envelope) { st.SaveInflight(t.id, reqs) }
+}
+
+// resend hands the requests the old agent never answered to the new one.
+// It runs on replace, after the new link started.
 func (t *thread) resend() {
-	reqs := t.sent.take()
+	t.queueAgain(t.sent.take(), "sending the new agent the requests the old one never answered")
+}
+
+// resendStale sends again the requests written on an earlier link (or
+// before a restart) that the agent has not answered, not even in the
+// replay it just sent: it runs once the current link's replay is
+// processed (resume.go). An agent that had accepted one answers accepted.
+func (t *thread) resendStale() {
+	t.mu.Lock()
+	link := t.link.n
+	t.mu.Unlock()
+	t.queueAgain(t.sent.stale(link), "sending the agent again the requests it has not answered")
+}
+
+// queueAgain queues reqs for the agent writer on a goroutine owned by the
+// thread (it ends when they are queued or the thread stops). It runs on a
+// readAgent, also in wg, so shutdown is not waiting yet.
+func (t *thread) queueAgain(reqs []wire.Envelope, msg string) {
 	if len(reqs) == 0 {
 		return
 	}
-	t.log.Info("sending the new agent the requests the old one never answered", "requests", len(reqs))
-	t.wg.Add(1) // replace runs on a readAgent, also in wg: shutdown is not waiting yet
+	t.log.Info(msg, "requests", len(reqs))
+	t.wg.Add(1)
 	go func() {
 		defer t.wg.Done()
 		for _, env := range reqs { // the writer tracks them again

@@ -15,22 +15,37 @@ import (
 // the moment the request reached it) and says so on read; later agents
 // answer it like any message.
 var swallow struct {
-	mu   sync.Mutex
-	seen map[string]bool
-	read chan string
+	mu    sync.Mutex
+	seen  map[string]bool
+	read  chan string
+	again int // "unsent:" messages read more than once
 }
 
+// inflightAnswer also takes "unsent:" messages: the first agent to read
+// one starts the turn (its user_echo goes to the backlog) but sends
+// nothing, as if the link died with the echo queued; it counts later
+// reads and answers them like any message.
 func (a *fakeAgent) inflightAnswer(env wire.Envelope) ([]wire.Envelope, bool) {
 	var m wire.UserMessage
-	if env.Type != wire.TypeUserMessage || env.Decode(&m) != nil || !strings.HasPrefix(m.Text, "swallow:") {
+	if env.Type != wire.TypeUserMessage || env.Decode(&m) != nil {
+		return nil, false
+	}
+	unsent := strings.HasPrefix(m.Text, "unsent:")
+	if !strings.HasPrefix(m.Text, "swallow:") && !unsent {
 		return nil, false
 	}
 	swallow.mu.Lock()
 	defer swallow.mu.Unlock()
 	if swallow.seen[m.Text] {
+		if unsent {
+			swallow.again++
+		}
 		return nil, false // the common answer
 	}
 	swallow.seen[m.Text] = true
+	if unsent {
+		a.event(wire.TypeUserEcho, env.ID, m)
+	}
 	swallow.read <- m.Text
 	return []wire.Envelope{}, true
 }

@@ -14,22 +14,58 @@ import (
 // workState follows a thread's events to tell whether its agent is working:
 // a turn runs from its user_echo to its turn_done, a tool call (also a
 // run_tool) from its tool_call to its tool_result. It lives in the
-// thread's eventLog, guarded by the thread's mutex.
+// thread's eventLog, guarded by the thread's mutex. Every event sets the
+// state of its turn or call (it does not count), so an event seen twice
+// changes nothing, and the agent's own account in resumed, taken at the
+// end of its replay, followed by the replayed events, gives the agent's
+// state at that end (resumed).
 type workState struct {
-	turns int
+	turn  bool
 	calls map[string]bool
+	// next is the agent's account (resumed) waiting for the events
+	// published before it: it replaces the state once the event of seq
+	// nextAt is committed.
+	next   *workState
+	nextAt uint64
+}
+
+// resumed takes the agent's account of its work from its resumed answer
+// r: at once when every published event is committed (committed ==
+// published), else once the event of seq published is. Later events
+// (the replay, then live ones) update it as usual.
+func (w *workState) resumed(r wire.Resumed, committed, published uint64) {
+	s := &workState{turn: r.Turn || (r.Busy && len(r.Calls) == 0)}
+	for _, id := range r.Calls {
+		if s.calls == nil {
+			s.calls = map[string]bool{}
+		}
+		s.calls[id] = true
+	}
+	if committed >= published {
+		*w = *s
+		return
+	}
+	w.next, w.nextAt = s, published
 }
 
 // track updates w with one committed event.
 func (w *workState) track(env wire.Envelope) {
+	w.trackOne(env)
+	if w.next != nil && env.Seq >= w.nextAt {
+		*w = *w.next
+	}
+}
+
+// trackOne is track without the agent's account.
+func (w *workState) trackOne(env wire.Envelope) {
 	var call struct {
 		CallID string `json:"call_id"`
 	}
 	switch env.Type {
 	case wire.TypeUserEcho:
-		w.turns++
+		w.turn = true
 	case wire.TypeTurnDone:
-		w.turns = max(w.turns-1, 0)
+		w.turn = false
 	case wire.TypeToolCall:
 		if json.Unmarshal(env.Data, &call) == nil && call.CallID != "" {
 			if w.calls == nil {
@@ -42,11 +78,11 @@ func (w *workState) track(env wire.Envelope) {
 			delete(w.calls, call.CallID)
 		}
 	case wire.TypeSandboxReplaced: // the new agent runs nothing yet
-		*w = workState{}
+		*w = workState{next: w.next, nextAt: w.nextAt}
 	}
 }
 
-func (w *workState) busy() bool { return w.turns > 0 || len(w.calls) > 0 }
+func (w *workState) busy() bool { return w.turn || len(w.calls) > 0 }
 
 // working reports whether t's agent runs a turn or a tool call.
 func (t *thread) working() bool {

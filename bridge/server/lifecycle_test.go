@@ -300,8 +300,13 @@ func TestSuspendedThreadRemoved(t *testing.T) {
 				}
 				time.Sleep(20 * time.Millisecond)
 			}
-			if _, _, _, vols := e.mgr.state(); !slices.Contains(vols, "boxwire-ws-"+id) {
-				t.Errorf("volumes removed %v, want the thread's", vols)
+			// Retention deletes the record, then the volume: the thread
+			// is gone (404) a moment before its volume is.
+			for _, _, _, vols := e.mgr.state(); !slices.Contains(vols, "boxwire-ws-"+id); _, _, _, vols = e.mgr.state() {
+				if time.Now().After(deadline) {
+					t.Fatalf("volumes removed %v, want the thread's", vols)
+				}
+				time.Sleep(20 * time.Millisecond)
 			}
 			s2 := e.open(id, 0)
 			s2.readError(wire.CodeNotFound)

@@ -32,6 +32,11 @@ type agentCursor struct {
 	// resume; resumed when it answered resumed (an agent without a
 	// backlog answers an error: its events are relayed unchecked).
 	awaiting, resumed bool
+	// replaying is set from resumed until the replay's last event
+	// (agent seq replayEnd) is processed; then the requests the agent
+	// has not answered are sent again (inflight.go).
+	replaying bool
+	replayEnd uint64
 }
 
 // heldRecord is a kept-back output tail as the cursor stores it.
@@ -99,13 +104,33 @@ func (t *thread) resumeAnswer(env wire.Envelope) bool {
 	}
 	t.mu.Lock()
 	renew := r.Instance != t.cursor.instance || r.After != t.cursor.seen
-	t.cursor = agentCursor{instance: r.Instance, seen: r.After, resumed: true}
+	done := r.Seq <= r.After // nothing to replay
+	t.cursor = agentCursor{instance: r.Instance, seen: r.After, resumed: true, replaying: !done, replayEnd: r.Seq}
+	t.events.work.resumed(r, t.events.committed, t.events.next) // lifecycle.go
 	t.mu.Unlock()
 	if renew {
 		t.store.SaveCursor(t.id, store.Cursor{Instance: r.Instance, Seq: r.After, Held: t.heldSnapshot()})
 	}
-	t.log.Info("agent resumed", "instance", r.Instance, "after", r.After, "replayed", r.Replayed, "new_instance", renew)
+	t.log.Info("agent resumed", "instance", r.Instance, "after", r.After, "replayed", r.Replayed, "new_instance", renew, "busy", r.Busy)
+	if done {
+		t.resendStale() // inflight.go
+	}
 	return true
+}
+
+// replayed notes that the agent event of agent seq seq was processed; at
+// the end of a link's replay it sends again the requests the agent has
+// not answered (inflight.go).
+func (t *thread) replayed(seq uint64) {
+	t.mu.Lock()
+	end := t.cursor.replaying && seq >= t.cursor.replayEnd
+	if end {
+		t.cursor.replaying = false
+	}
+	t.mu.Unlock()
+	if end {
+		t.resendStale()
+	}
 }
 
 // agentEvent publishes one numbered event from the agent: a duplicate

@@ -58,7 +58,12 @@ func (a *fakeAgent) resumeAnswer(env wire.Envelope) (out []wire.Envelope, ok boo
 	if req.Instance == r.instance {
 		after = req.After
 	}
-	out = append(out, wire.MustNew(wire.TypeResumed, "", env.ID, wire.Resumed{Instance: r.instance, After: after, Replayed: len(r.evs)}))
+	res := wire.Resumed{Instance: r.instance, After: after, Replayed: len(r.evs), Seq: a.seq}
+	for _, ev := range r.evs { // a turn runs from its user_echo to its turn_done
+		res.Turn = ev.Type == wire.TypeUserEcho || res.Turn && ev.Type != wire.TypeTurnDone
+	}
+	res.Busy = res.Turn
+	out = append(out, wire.MustNew(wire.TypeResumed, "", env.ID, res))
 	if len(r.evs) > 0 && r.evs[0].Seq > after+1 {
 		lost := wire.MustNew(wire.TypeEventsLost, "", "", wire.EventsLost{Instance: r.instance, From: after + 1, To: r.evs[0].Seq - 1, Count: r.evs[0].Seq - 1 - after, Message: "fake backlog too short"})
 		lost.Seq = r.evs[0].Seq - 1

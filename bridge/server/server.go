@@ -260,6 +260,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("POST /v1/threads", s.auth(http.HandlerFunc(s.postThread)))
 	mux.Handle("GET /v1/threads", s.auth(http.HandlerFunc(s.listThreads)))
 	mux.Handle("GET /v1/threads/{id}", s.auth(http.HandlerFunc(s.getThread)))
+	mux.Handle("PATCH /v1/threads/{id}", s.auth(http.HandlerFunc(s.patchThread))) // egress_update.go
 	mux.Handle("GET /v1/threads/{id}/events", s.auth(http.HandlerFunc(s.exportEvents)))
 	mux.Handle(wire.ThreadFilesPath, s.auth(http.HandlerFunc(s.serveFiles)))
 	mux.Handle("/", s.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

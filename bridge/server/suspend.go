@@ -192,6 +192,7 @@ func (s *Server) suspendedInfo(rec ThreadRecord) wire.ThreadInfo {
 	return wire.ThreadInfo{
 		ID: rec.ID, Scope: rec.Scope, Assistant: rec.Assistant, Image: rec.Image, Runtime: rec.Runtime,
 		Status: wire.SandboxSuspended, Created: rec.Created, Expires: at.Add(s.cfg.ThreadTTL), Suspended: &at,
+		Egress: rec.Egress,
 	}
 }
 

@@ -1,11 +1,7 @@
 package server
 
 import (
-	"context"
-	"fmt"
-	"io"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -60,19 +56,6 @@ type thread struct {
 	closing bool
 }
 
-// agentLink is one agent connection's lifetime: dead is closed by its
-// readAgent when it ends; writerDone when its writeAgent returned.
-type agentLink struct {
-	conn       *websocket.Conn
-	dead       chan struct{}
-	deadOnce   sync.Once
-	writerDone chan struct{}
-}
-
-func newLink(conn *websocket.Conn) *agentLink {
-	return &agentLink{conn: conn, dead: make(chan struct{}), writerDone: make(chan struct{})}
-}
-
 // newThread starts the agent goroutines for a connected, greeted agent.
 // Its events are numbered after last, the newest seq st holds for id.
 func newThread(s *Server, id string, agent *websocket.Conn, res *resources, last uint64, log *slog.Logger) *thread {
@@ -85,23 +68,10 @@ func newThread(s *Server, id string, agent *websocket.Conn, res *resources, last
 		events:  newEventLog(last, s.cfg.MaxStoredOutput),
 		clients: make(map[string]*client),
 	}
-	t.loadCursor() // resume.go
+	t.loadCursor()   // resume.go
+	t.loadInflight() // inflight.go
 	t.startLink(t.link)
 	return t
-}
-
-// startLink starts l's reader and writer.
-func (t *thread) startLink(l *agentLink) {
-	t.wg.Add(2)
-	go t.readAgent(l)
-	go t.writeAgent(l)
-}
-
-// deadCh is closed when the current agent connection has ended.
-func (t *thread) deadCh() <-chan struct{} {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.link.dead
 }
 
 // attach adds c to the thread. Its writer sends hello first, then every
@@ -155,7 +125,7 @@ func (t *thread) request(c *client, env wire.Envelope) {
 		return
 	}
 	origID := env.ID
-	env.Thread, env.Seq, env.ID = t.id, 0, c.id+"/"+origID
+	env.Thread, env.Seq, env.ID = t.id, 0, routedID(c.id, origID, env.Type) // inflight.go
 	dead := t.deadCh()
 	select {
 	case <-dead:
@@ -173,76 +143,6 @@ func (t *thread) request(c *client, env wire.Envelope) {
 	case <-timer.C:
 		c.enqueue(wire.ErrorEnvelope(t.id, origID, wire.CodeSandboxUnavailable, "agent is not accepting requests"))
 	}
-}
-
-// readAgent reads l's messages until the connection ends, then reports
-// the sandbox as stopped and replaces it (replace.go) unless the thread is
-// shutting down.
-func (t *thread) readAgent(l *agentLink) {
-	defer t.wg.Done()
-	conn := l.conn
-	defer conn.Close()
-	t.linkStarted() // resume.go: agent events wait for resumed
-	_ = conn.SetReadDeadline(time.Now().Add(pongWait))
-	conn.SetPongHandler(func(string) error {
-		return conn.SetReadDeadline(time.Now().Add(pongWait))
-	})
-	for {
-		mt, r, err := conn.NextReader()
-		if err != nil {
-			l.markDead() // before telling clients, so their next request fails fast
-			t.agentLost(l, err)
-			return
-		}
-		if mt == websocket.BinaryMessage { // terminal output (terminal.go)
-			data, err := io.ReadAll(io.LimitReader(r, maxInputFrame+1))
-			if err == nil {
-				t.terminalOutput(data)
-			}
-			continue
-		}
-		env, err := wire.ReadMessage(r, wire.MaxMessageBytes)
-		if err != nil {
-			t.log.Warn("bad frame from agent", "err", err)
-			continue
-		}
-		t.fromAgent(env)
-	}
-}
-
-// fromAgent routes one agent message: events are numbered, logged and
-// fanned out; replies go to the client named by their id prefix.
-func (t *thread) fromAgent(env wire.Envelope) {
-	env.Thread = t.id
-	if answersRequest(env) {
-		t.sent.ack(env.ID) // the agent has it (inflight.go)
-	}
-	connID, id, routed := strings.Cut(env.ID, "/")
-	if routed {
-		env.ID = id
-	}
-	if env.Seq > 0 {
-		t.agentEvent(env) // resume.go: duplicates dropped, gaps reported
-		return
-	}
-	if t.resumeAnswer(env) { // resume.go
-		return
-	}
-	if env.Type == wire.TypeToolCheck { // approvals.go
-		t.toolCheck(env)
-		return
-	}
-	if wire.IsTerminal(env.Type) && t.terminalFromAgent(env, connID) {
-		return
-	}
-	t.mu.Lock()
-	c := t.clients[connID]
-	t.mu.Unlock()
-	if !routed || c == nil {
-		t.log.Debug("reply without a client", "type", env.Type, "id", env.ID)
-		return
-	}
-	c.enqueue(env)
 }
 
 // publish numbers env with the thread's next seq and hands it to the
@@ -323,59 +223,6 @@ func (t *thread) committedSeq() uint64 {
 	return t.events.committed
 }
 
-// agentLost publishes why l's agent went away — a sandbox_exited event
-// when the engine reports the sandbox stopped — and then replaces the
-// sandbox (replace.go); when that fails, an error sandbox_unavailable.
-func (t *thread) agentLost(l *agentLink, err error) {
-	t.mu.Lock()
-	closing := t.closing
-	t.mu.Unlock()
-	if closing || t.replacedLoss(l) { // lifecycle.go: recycled or shared sandboxes
-		return
-	}
-	sb, stopped := t.exitState()
-	msg := fmt.Sprintf("sandbox stopped: agent connection lost: %v", err)
-	ev := wire.SandboxExited{Reason: wire.ExitDied, Message: msg}
-	if stopped {
-		ev = exitEvent(sb)
-		msg = ev.Message
-		t.publish(wire.MustNew(wire.TypeSandboxExited, t.id, "", ev))
-		t.logExit(sb, msg) // threads.go
-	}
-	t.log.Warn("agent connection lost", "reason", msg)
-	<-l.writerDone
-	if !stopped && t.reconnect() == nil { // replace.go: the sandbox still runs
-		return
-	}
-	if rerr := t.replace(ev); rerr != nil {
-		t.log.Error("replace sandbox", "err", rerr)
-		t.publish(wire.ErrorEnvelope(t.id, "", wire.CodeSandboxUnavailable, "%s; no replacement: %v", msg, rerr))
-	}
-}
-
-// exitState polls the engine briefly for the sandbox's exit; stopped is
-// false when it did not learn of one.
-func (t *thread) exitState() (sb sandbox.Sandbox, stopped bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), inspectWait)
-	defer cancel()
-	for {
-		sb, err := t.mgr.Inspect(ctx, t.res.sandbox())
-		if err == nil && !sb.Running {
-			return sb, true
-		}
-		select {
-		case <-ctx.Done():
-			return sandbox.Sandbox{}, false
-		case <-t.stop:
-			return sandbox.Sandbox{}, false
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
-// markDead closes l.dead once.
-func (l *agentLink) markDead() { l.deadOnce.Do(func() { close(l.dead) }) }
-
 // logEvent numbers env and keeps it in the log without sending it to
 // anyone, and returns once it is stored: the caller hands it to shutdown
 // as the clients' final message.
@@ -383,48 +230,6 @@ func (t *thread) logEvent(env wire.Envelope) wire.Envelope {
 	done := make(chan wire.Envelope, 1)
 	t.append(env, done)
 	return <-done
-}
-
-// writeAgent writes queued requests and pings to l until the thread
-// stops or l fails; it closes the connection when it returns.
-func (t *thread) writeAgent(l *agentLink) {
-	defer t.wg.Done()
-	defer close(l.writerDone)
-	defer l.conn.Close()
-	ticker := time.NewTicker(pingPeriod)
-	defer ticker.Stop()
-	if err := writeEnvelope(l.conn, t.resumeRequest()); err != nil { // resume.go: first
-		t.log.Warn("ask agent to resume", "err", err)
-		return
-	}
-	for {
-		select {
-		case env := <-t.toAgent:
-			if startsWork(env.Type) {
-				t.sent.add(env) // before the agent can answer it (inflight.go)
-			}
-			if err := writeEnvelope(l.conn, env); err != nil {
-				t.log.Warn("write to agent", "err", err)
-				return
-			}
-		case data := <-t.term.input:
-			if err := t.writeAgentInput(data); err != nil {
-				t.log.Warn("write terminal input to agent", "err", err)
-				return
-			}
-		case <-ticker.C:
-			if err := l.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeWait)); err != nil {
-				t.log.Warn("ping agent", "err", err)
-				return
-			}
-		case <-l.dead:
-			return
-		case <-t.stop:
-			msg := websocket.FormatCloseMessage(closeGoingAway, "thread closed")
-			_ = l.conn.WriteControl(websocket.CloseMessage, msg, time.Now().Add(writeWait))
-			return
-		}
-	}
 }
 
 // shutdown detaches and closes every client (after sending final, when it

@@ -27,34 +27,13 @@ type Cursor struct {
 // returns at once unless the queue is full (then it blocks like Append).
 // After Close it does nothing.
 func (s *Store) SaveCursor(thread string, c Cursor) {
-	w := &s.w
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for !w.closed && len(w.queue) >= s.opt.QueueEvents {
-		w.cond.Wait()
-	}
-	if w.closed {
-		return
-	}
-	w.queue = append(w.queue, item{thread: thread, cursor: &c})
-	w.cond.Broadcast()
+	s.enqueue(item{thread: thread, cursor: &c}) // perthread.go
 }
 
 // Cursor returns the thread's stored cursor; ok is false when there is
 // none.
 func (s *Store) Cursor(thread string) (c Cursor, ok bool, err error) {
-	err = s.db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketCursors)
-		if b == nil {
-			return nil
-		}
-		v := b.Get([]byte(thread))
-		if v == nil {
-			return nil
-		}
-		ok = true
-		return json.Unmarshal(v, &c)
-	})
+	ok, err = s.getJSON(bucketCursors, thread, &c)
 	if err != nil {
 		return Cursor{}, false, fmt.Errorf("read agent cursor of %s: %w", thread, err)
 	}
@@ -63,29 +42,10 @@ func (s *Store) Cursor(thread string) (c Cursor, ok bool, err error) {
 
 // putCursors writes the newest cursor per thread of one batch.
 func putCursors(tx *bolt.Tx, cursors map[string]*Cursor) error {
-	if len(cursors) == 0 {
-		return nil
-	}
-	b, err := tx.CreateBucketIfNotExists(bucketCursors)
-	if err != nil {
-		return fmt.Errorf("cursors bucket: %w", err)
-	}
-	for thread, c := range cursors {
-		data, err := json.Marshal(c)
-		if err != nil {
-			return fmt.Errorf("encode agent cursor of %s: %w", thread, err)
-		}
-		if err := b.Put([]byte(thread), data); err != nil {
-			return err
-		}
-	}
-	return nil
+	return putJSON(tx, bucketCursors, "agent cursor", cursors, nil)
 }
 
 // deleteCursorTx removes a thread's cursor.
 func deleteCursorTx(tx *bolt.Tx, thread string) error {
-	if b := tx.Bucket(bucketCursors); b != nil {
-		return b.Delete([]byte(thread))
-	}
-	return nil
+	return deleteKeyTx(tx, bucketCursors, thread)
 }

@@ -112,6 +112,9 @@ func deleteThreadTx(tx *bolt.Tx, id string) error {
 	if err := deleteCursorTx(tx, id); err != nil { // cursor.go
 		return err
 	}
+	if err := deleteInflightTx(tx, id); err != nil { // inflight.go
+		return err
+	}
 	if act := tx.Bucket(bucketActivity); act != nil {
 		if err := act.Delete([]byte(id)); err != nil {
 			return err

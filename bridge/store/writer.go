@@ -18,6 +18,8 @@ type item struct {
 	done   func(error) // nil for flush markers and callers that do not care
 	flush  chan struct{}
 	cursor *Cursor // set for SaveCursor
+	// inflight is set for SaveInflight (inflight.go): the thread's list.
+	inflight *[]wire.Envelope
 }
 
 // writer is the store's group-commit goroutine: it takes everything queued,
@@ -165,12 +167,17 @@ func (w *writer) commit(batch []item) error {
 	return w.s.db.Update(func(tx *bolt.Tx) error {
 		events := tx.Bucket(bucketEvents)
 		cursors := map[string]*Cursor{}
+		inflight := map[string][]wire.Envelope{}
 		for _, it := range batch {
 			if it.flush != nil {
 				continue
 			}
 			if it.cursor != nil {
 				cursors[it.thread] = it.cursor // the newest wins
+				continue
+			}
+			if it.inflight != nil {
+				inflight[it.thread] = *it.inflight // the newest wins (inflight.go)
 				continue
 			}
 			b, err := events.CreateBucketIfNotExists([]byte(it.thread))
@@ -187,6 +194,9 @@ func (w *writer) commit(batch []item) error {
 			if err := touch(tx, it.thread, now); err != nil {
 				return err
 			}
+		}
+		if err := putInflight(tx, inflight); err != nil {
+			return err
 		}
 		return putCursors(tx, cursors)
 	})

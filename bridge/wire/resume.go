@@ -23,10 +23,16 @@ const (
 	// saw a gap in the agent's numbering (payload EventsLost). From an
 	// agent its Seq is the agent seq of the last lost event.
 	TypeEventsLost Type = "events_lost"
+	// TypeAccepted is an agent's reply (no payload) to a user_message or
+	// run_tool from a bridge whose id it has already accepted — a request
+	// the bridge sent again after a restart or a reconnect because it did
+	// not know it had been answered: the agent does not run it twice. The
+	// bridge takes it as the answer and does not forward it.
+	TypeAccepted Type = "accepted"
 )
 
 func init() {
-	registerRequests(TypeResume, TypeResumed)
+	registerRequests(TypeResume, TypeResumed, TypeAccepted)
 	registerEvents(TypeEventsLost)
 }
 
@@ -49,6 +55,17 @@ type Resumed struct {
 	// Replayed counts the backlog events that follow (after any
 	// events_lost), before live events.
 	Replayed int `json:"replayed"`
+	// Seq is the agent's newest seq when it answered: the replay ends with
+	// the event of this seq (0: the agent has made no event). Turn and
+	// Calls describe the agent's work as of that event.
+	Seq uint64 `json:"seq,omitempty"`
+	// Busy is set when the agent was working: a turn running (Turn) or
+	// tool calls running (Calls, their call ids; run_tool's included).
+	// The bridge's work tracking (a recycle waits for a safe point)
+	// starts from it.
+	Busy  bool     `json:"busy,omitempty"`
+	Turn  bool     `json:"turn,omitempty"`
+	Calls []string `json:"calls,omitempty"`
 }
 
 // EventsLost is the payload of TypeEventsLost. From and To are agent seqs

@@ -76,9 +76,11 @@ var golden = []struct {
 	{"claimed", wire.MustNew(wire.TypeClaimed, "t_4f9c2a1b3c5d", "claim_1", nil)},
 	{"resume", wire.MustNew(wire.TypeResume, "t_4f9c2a1b3c5d", "resume", wire.Resume{Instance: "a3f09c1d2b7e4f60", After: 1207})},
 	{"hello_agent_instance", wire.MustNew(wire.TypeHello, "t_4f9c2a1b3c5d", "", wire.Hello{Version: wire.Version, Role: wire.RoleAgent, Software: "boxwire-agent/0.1.0", Thread: "t_4f9c2a1b3c5d", Instance: "a3f09c1d2b7e4f60"})},
-	{"resumed", wire.MustNew(wire.TypeResumed, "t_4f9c2a1b3c5d", "resume", wire.Resumed{Instance: "a3f09c1d2b7e4f60", After: 1207, Replayed: 42})},
+	{"resumed", wire.MustNew(wire.TypeResumed, "t_4f9c2a1b3c5d", "resume", wire.Resumed{Instance: "a3f09c1d2b7e4f60", After: 1207, Replayed: 42, Seq: 1249, Busy: true, Turn: true, Calls: []string{"call_7"}})},
+	{"accepted", wire.MustNew(wire.TypeAccepted, "t_4f9c2a1b3c5d", "c3~5e1f.12/m7", nil)},
 	{"events_lost", withSeq(wire.MustNew(wire.TypeEventsLost, "t_4f9c2a1b3c5d", "", wire.EventsLost{Instance: "a3f09c1d2b7e4f60", From: 1208, To: 1530, Count: 323, Message: "323 events the agent made while no bridge was attached are no longer held (its backlog keeps 8 MiB)"}), 20)},
 	{"approval_decision_timeout", withSeq(wire.MustNew(wire.TypeApprovalDecision, "t_4f9c2a1b3c5d", "", wire.ApprovalDecision{ApprovalID: "ap_0b7c4e2d9a1f", ApprovalAction: wire.ApprovalAction{Kind: wire.ApprovalEgress, Method: "CONNECT", Host: "pypi.org", Port: 443}, Verdict: wire.VerdictDenied, By: wire.ByTimeout, At: "2026-12-01T10:07:00Z", Reason: "no answer within 1m0s"}), 19)},
+	{"egress_rules", withSeq(wire.MustNew(wire.TypeEgressRules, "t_4f9c2a1b3c5d", "", wire.EgressRules{Rules: []string{".pythonhosted.org", "pypi.org"}, Previous: []string{"pypi.org"}, By: wire.EgressByAPI}), 21)},
 }
 
 // indent renders env as wire.Marshal does, indented for reading.

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 
 	"github.com/boxwire/boxwire/bridge/wire"
 )
@@ -21,35 +23,92 @@ const maxInfoBody = 1 << 20
 // ready, the bridge refuses, or ctx ends. A refusal is an *HTTPError that
 // unwraps to the bridge's wire.Error (e.g. code not_allowed).
 func CreateThread(ctx context.Context, cfg Config, req wire.CreateThread) (wire.ThreadInfo, error) {
+	info, err := threadCall(ctx, cfg, http.MethodPost, "", req)
+	if err != nil {
+		return info, fmt.Errorf("create thread: %w", err)
+	}
+	return info, nil
+}
+
+// GetThread describes thread id (GET /v1/threads/{id}), its egress rules
+// included, using cfg's URL, token and dialer. It blocks until the bridge
+// answers or ctx ends. An unknown thread is an *HTTPError that unwraps to
+// a wire.Error with code not_found.
+func GetThread(ctx context.Context, cfg Config, id string) (wire.ThreadInfo, error) {
+	if id == "" {
+		return wire.ThreadInfo{}, errors.New("get thread: empty id")
+	}
+	info, err := threadCall(ctx, cfg, http.MethodGet, id, nil)
+	if err != nil {
+		return info, fmt.Errorf("get thread %s: %w", id, err)
+	}
+	return info, nil
+}
+
+// SetEgress replaces thread id's own egress rules with rules (none or nil
+// removes them) through the bridge's HTTP API (PATCH /v1/threads/{id},
+// docs/egress-thread.md), using cfg's URL, token and dialer, and returns
+// the thread with its new canonical rules. The thread's sandbox decides
+// with them from its next request on. It blocks until the bridge answers
+// or ctx ends. A refusal is an *HTTPError that unwraps to the bridge's
+// wire.Error: bad_message for a rule that does not parse, not_allowed for
+// one outside the bridge's cap, not_found for an unknown thread.
+func SetEgress(ctx context.Context, cfg Config, id string, rules []string) (wire.ThreadInfo, error) {
+	if id == "" {
+		return wire.ThreadInfo{}, errors.New("set egress: empty thread id")
+	}
+	if rules == nil {
+		rules = []string{} // the bridge wants the list, an empty one to clear
+	}
+	info, err := threadCall(ctx, cfg, http.MethodPatch, id, wire.UpdateThread{Egress: rules})
+	if err != nil {
+		return info, fmt.Errorf("set egress of %s: %w", id, err)
+	}
+	return info, nil
+}
+
+// threadCall sends method to /v1/threads (or /v1/threads/{id}) with body
+// as JSON (none when nil) and decodes the answer's ThreadInfo.
+func threadCall(ctx context.Context, cfg Config, method, id string, body any) (wire.ThreadInfo, error) {
 	var info wire.ThreadInfo
 	ep, err := resolve(cfg)
 	if err != nil {
-		return info, fmt.Errorf("create thread: %w", err)
+		return info, err
 	}
-	body, err := json.Marshal(req)
-	if err != nil {
-		return info, fmt.Errorf("create thread: %w", err)
+	var rd io.Reader
+	if body != nil {
+		data, err := json.Marshal(body)
+		if err != nil {
+			return info, err
+		}
+		rd = bytes.NewReader(data)
 	}
 	u := ep.httpBase()
 	u.Path = "/v1/threads"
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
-	if err != nil {
-		return info, fmt.Errorf("create thread: %w", err)
+	if id != "" {
+		u.Path += "/" + id
+		u.RawPath = "/v1/threads/" + url.PathEscape(id)
 	}
-	hreq.Header.Set("Content-Type", "application/json")
+	hreq, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
+	if err != nil {
+		return info, err
+	}
+	if body != nil {
+		hreq.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := ep.do(hreq, cfg.Token)
 	if err != nil {
-		return info, fmt.Errorf("create thread: %w", err)
+		return info, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
-		return info, fmt.Errorf("create thread: %w", newHTTPError(resp))
+		return info, newHTTPError(resp)
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxInfoBody)).Decode(&info); err != nil {
-		return info, fmt.Errorf("create thread: read the answer: %w", err)
+		return info, fmt.Errorf("read the answer: %w", err)
 	}
 	if info.ID == "" {
-		return info, fmt.Errorf("create thread: the bridge answered without a thread id")
+		return info, errors.New("the bridge answered without a thread id")
 	}
 	return info, nil
 }

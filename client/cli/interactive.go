@@ -29,6 +29,7 @@ const help = `commands:
   /download PATH [DIR] copy a workspace file or folder into the local folder DIR
   /expand [N]          show the whole output of tool call N (default: the last)
   /status              show the thread, its sandbox and the tokens used
+  /egress [RULE...]    show or replace the sandbox's own egress rules (--clear removes them)
   /approve [ID]        approve approval request ID (default: the newest open one)
   /deny [ID] [REASON]  deny approval request ID (default: the newest open one)
   /shell [SID]         open a terminal in the sandbox, or attach to session SID (Ctrl-] q comes back)
@@ -194,6 +195,8 @@ func (s *session) command(ctx context.Context, line string) (code int, quit bool
 		s.r.Printf("%s", s.statusLine())
 	case "/approve", "/deny":
 		s.answerCommand(cmd, args, "") // approval.go
+	case "/egress":
+		s.egressCommand(ctx, args) // egress.go
 	default:
 		s.r.Printf("unknown command %s (try /help)", cmd)
 	}

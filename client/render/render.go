@@ -181,6 +181,8 @@ func (r *Renderer) Render(env wire.Envelope) error {
 		r.lifecycle(env)
 	case wire.TypeApprovalDecision:
 		r.approvalDecision(env) // approval.go
+	case wire.TypeEgressRules:
+		r.egressRules(env) // egress.go
 	default:
 		r.EndLine()
 		r.styled(styleDim, "· "+string(env.Type))

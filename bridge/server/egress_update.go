@@ -1,0 +1,190 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+
+	"github.com/boxwire/boxwire/bridge/wire"
+)
+
+// Changing a thread's egress rules after it was created
+// (PATCH /v1/threads/{id}, docs/egress-thread.md "Changing the rules").
+// The rules belong to the sandbox (box.egress), so a change applies to
+// every thread of it: in assistant scope to the shared sandbox. The
+// sandbox's egress proxy looks its rules up at every request
+// (egressRulesOf), so it decides with the new ones from the next request
+// on; the records of the sandbox's threads carry them, so a resumed,
+// replaced or adopted sandbox keeps them. Every thread of the sandbox logs
+// an egress_rules event.
+
+// errNoThread: PATCH named a thread the bridge does not know.
+var errNoThread = errors.New("no such thread")
+
+// patchThread answers PATCH /v1/threads/{id}: {"egress": [...]} replaces
+// the thread's sandbox's own egress rules (an empty list removes them),
+// validated as on creation (threadEgress). It answers 200 with the
+// thread's ThreadInfo, 400 for a body or rules it refuses, 404 for an
+// unknown thread. It blocks while the thread is being resumed or its
+// sandbox suspended.
+func (s *Server) patchThread(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	var req struct {
+		Egress *[]string `json:"egress"` // wire.UpdateThread, with "missing" told from "empty"
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxCreateBody))
+	if err == nil {
+		err = json.Unmarshal(body, &req)
+	}
+	if err == nil && req.Egress == nil {
+		err = errors.New(`egress is required (an empty list removes the thread's rules)`)
+	}
+	if err != nil {
+		writeJSONError(w, http.StatusBadRequest, wire.CodeBadMessage, "body: "+err.Error())
+		return
+	}
+	if _, ok, _ := s.cfg.Store.Get(r.Context(), id); !ok && s.lookup(id) == nil {
+		writeJSONError(w, http.StatusNotFound, wire.CodeNotFound, fmt.Sprintf("thread %q not found", id))
+		return
+	}
+	rules, err := s.threadEgress(wire.CreateThread{Egress: *req.Egress}) // egress_thread.go
+	if err != nil {
+		status, env := httpError(err)
+		writeJSONError(w, status, env.Code, env.Message)
+		return
+	}
+	ctx, cancel := s.untilClose(r.Context())
+	defer cancel()
+	info, err := s.setEgress(ctx, id, rules, wire.EgressByAPI)
+	switch {
+	case errors.Is(err, errNoThread):
+		writeJSONError(w, http.StatusNotFound, wire.CodeNotFound, fmt.Sprintf("thread %q not found", id))
+	case err != nil:
+		s.log.Error("change egress rules", "thread", id, "err", err)
+		writeJSONError(w, http.StatusInternalServerError, wire.CodeInternal, err.Error())
+	default:
+		writeJSON(w, http.StatusOK, info)
+	}
+}
+
+// setEgress gives thread id's sandbox the canonical rules (nil: none),
+// stores them in the records of all its threads and logs an egress_rules
+// event by `by` on each, and describes the thread. It holds the thread's
+// life lock, so a suspended thread is not resumed with the old rules
+// meanwhile, and the box's, so the records are not rewritten by a
+// suspension at the same time.
+func (s *Server) setEgress(ctx context.Context, id string, rules []string, by string) (wire.ThreadInfo, error) {
+	unlock := s.life.Lock("thread:" + id)
+	boxID, prev, ids, err := s.storeEgress(ctx, id, rules)
+	unlock()
+	if err != nil {
+		return wire.ThreadInfo{}, err
+	}
+	s.log.Info("egress rules changed", "thread", id, "box", boxID, "rules", rules, "previous", prev, "by", by)
+	ev := wire.EgressRules{Rules: rules, Previous: prev, By: by}
+	if ev.Rules == nil {
+		ev.Rules = []string{}
+	}
+	env := wire.MustNew(wire.TypeEgressRules, "", "", ev)
+	for _, tid := range ids {
+		if err := s.logEgressRules(ctx, tid, env); err != nil {
+			s.log.Warn("egress_rules event not logged", "thread", tid, "err", err)
+		}
+	}
+	if t := s.lookup(id); t != nil {
+		return s.info(ctx, t), nil
+	}
+	rec, ok := s.suspendedRecord(ctx, id)
+	if !ok {
+		return wire.ThreadInfo{}, errNoThread // deleted meanwhile
+	}
+	info := s.suspendedInfo(rec) // suspend.go
+	info.Egress = rec.Egress
+	return info, nil
+}
+
+// storeEgress sets rules on thread id's box, when it has a live one, and
+// in the records of every thread of that box. It returns the box id, the
+// rules it had and the threads it has (live or stored).
+func (s *Server) storeEgress(ctx context.Context, id string, rules []string) (boxID string, prev, ids []string, err error) {
+	rec, stored, err := s.cfg.Store.Get(ctx, id)
+	if err != nil {
+		return "", nil, nil, fmt.Errorf("read thread %s: %w", id, err)
+	}
+	prev = rec.Egress
+	if t := s.lookup(id); t != nil {
+		boxID = t.box.id
+	} else if stored {
+		boxID = rec.Box
+	} else {
+		return "", nil, nil, errNoThread
+	}
+	unlockBox := s.life.Lock("box:" + boxID)
+	defer unlockBox()
+	s.mu.Lock()
+	for _, b := range s.boxes {
+		if b.id == boxID && !b.gone {
+			prev, b.egress = b.egress, rules
+			for tid := range b.threads {
+				ids = append(ids, tid)
+			}
+		}
+	}
+	s.mu.Unlock()
+	recs, err := s.cfg.Store.List(ctx)
+	if err != nil {
+		return "", nil, nil, fmt.Errorf("list stored threads: %w", err)
+	}
+	for _, r := range recs {
+		if r.Box != boxID {
+			continue
+		}
+		r.Egress = rules
+		if err := s.cfg.Store.Put(ctx, r); err != nil {
+			return "", nil, nil, fmt.Errorf("store thread %s: %w", r.ID, err)
+		}
+		if !slices.Contains(ids, r.ID) {
+			ids = append(ids, r.ID)
+		}
+	}
+	slices.Sort(ids)
+	return boxID, slices.Clone(prev), ids, nil
+}
+
+// logEgressRules publishes env to thread id: to its live thread, or
+// straight into the log of a suspended one (under its life lock, so it is
+// not resumed meanwhile), where its next sandbox's clients find it.
+func (s *Server) logEgressRules(ctx context.Context, id string, env wire.Envelope) error {
+	env.Thread = id
+	if t := s.lookup(id); t != nil {
+		t.publish(env)
+		return nil
+	}
+	unlock := s.life.Lock("thread:" + id)
+	defer unlock()
+	if t := s.lookup(id); t != nil {
+		t.publish(env)
+		return nil
+	}
+	if _, ok := s.suspendedRecord(ctx, id); !ok {
+		return nil // removed meanwhile
+	}
+	s.events.Flush()
+	last, err := s.events.LastSeq(id)
+	if err != nil {
+		return fmt.Errorf("read thread log: %w", err)
+	}
+	env.Seq = last + 1
+	done := make(chan error, 1)
+	s.events.Append(id, env, func(err error) { done <- err })
+	select {
+	case err = <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
