@@ -31,7 +31,9 @@ func (c *Conn) Run(ctx context.Context, text string, fn func(wire.Envelope)) (wi
 }
 
 // Await reads Events until the turn_done of the turn started by the
-// user_message id, calling fn for each of the turn's events, and returns
+// user_message id, calling fn for each of the turn's events (and for
+// approval events and errors answering other requests, which do not end
+// the turn), and returns
 // like Run. After a reconnect (Dial with the old connection's Thread and
 // LastSeq) Await on the new connection picks the turn up where the old one
 // left it. It consumes Events like Run.
@@ -48,11 +50,19 @@ func (c *Conn) Await(ctx context.Context, id string, fn func(wire.Envelope)) (wi
 		if !ok {
 			return wire.TurnDone{}, fmt.Errorf("run %s: %w", id, c.endErr())
 		}
-		if env.ID != id && !wire.IsApproval(env.Type) {
-			continue // approval events carry no id: a turn waits on them
+		mine := env.ID == id
+		// Approval events carry no id: a turn waits on them. An error
+		// answering another request sent meanwhile (an approval answer
+		// the bridge refused) is shown too, but is not the turn's.
+		otherErr := env.Type == wire.TypeError && env.Seq == 0
+		if !mine && !wire.IsApproval(env.Type) && !otherErr {
+			continue
 		}
 		if fn != nil {
 			fn(env)
+		}
+		if !mine {
+			continue
 		}
 		switch env.Type {
 		case wire.TypeError:

@@ -214,3 +214,47 @@ func TestDeleteThread(t *testing.T) {
 		t.Errorf("bad token: err = %v, want ErrUnauthorized", err)
 	}
 }
+
+// An error answering another request sent during a turn — an approval
+// answer naming a request the bridge already decided gets not_found —
+// reaches fn, and the turn goes on.
+func TestAwaitPassesErrorsOfOtherRequests(t *testing.T) {
+	script := func(string) []wire.Envelope {
+		return []wire.Envelope{
+			wire.MustNew(chattest.WaitApproval, "", "", wire.ApprovalRequest{
+				ApprovalID:     "ap_1",
+				ApprovalAction: wire.ApprovalAction{Kind: wire.ApprovalTool, Tool: "execute", CallID: "c1", Arguments: []byte(`{}`)},
+				Expires:        time.Now().Add(time.Hour).UTC().Format(time.RFC3339),
+			}),
+			wire.MustNew(wire.TypeTurnDone, "", "", wire.TurnDone{Reason: wire.ReasonStop}),
+		}
+	}
+	srv := chattest.New(t, chattest.Options{Handler: chattest.Scripted("", script)})
+	c := dial(t, chat.Config{URL: srv.URL})
+	ctx := testCtx(t)
+	answer := func(id, approval string) {
+		if err := c.Send(ctx, wire.MustNew(wire.TypeApprove, "", id, wire.ApprovalAnswer{ApprovalID: approval})); err != nil {
+			t.Error(err)
+		}
+	}
+	var errs []wire.Error
+	done, err := c.Run(ctx, "hi", func(env wire.Envelope) {
+		switch env.Type {
+		case wire.TypeApprovalRequest:
+			answer("a1", "ap_gone") // decided already, say
+		case wire.TypeError:
+			var werr wire.Error
+			if env.ID != "a1" || env.Decode(&werr) != nil {
+				t.Errorf("error %q %s", env.ID, env.Data)
+			}
+			errs = append(errs, werr)
+			answer("a2", "ap_1")
+		}
+	})
+	if err != nil || done.Reason != wire.ReasonStop {
+		t.Fatalf("turn: %+v, %v; want it to go on to stop", done, err)
+	}
+	if len(errs) != 1 || errs[0].Code != wire.CodeNotFound {
+		t.Fatalf("errors seen during the turn: %+v, want one not_found", errs)
+	}
+}
