@@ -1,7 +1,6 @@
 package session
 
 import (
-	"encoding/json"
 	"slices"
 
 	"github.com/boxwire/boxwire/bridge/wire"
@@ -64,39 +63,4 @@ func (t *thread) acceptLocked(c *conn, id string) {
 	if dedupes(c, id) {
 		t.accepted.add(id)
 	}
-}
-
-// trackCallLocked follows the thread's running tool calls (the turn's and
-// run_tool's) from the events it emits, as the bridge does from its log:
-// a tool_call starts one, its tool_result ends it. The caller holds t.mu.
-func (t *thread) trackCallLocked(env wire.Envelope) {
-	if env.Type != wire.TypeToolCall && env.Type != wire.TypeToolResult {
-		return
-	}
-	var call struct {
-		CallID string `json:"call_id"`
-	}
-	if json.Unmarshal(env.Data, &call) != nil || call.CallID == "" {
-		return
-	}
-	if env.Type == wire.TypeToolResult {
-		delete(t.calls, call.CallID)
-		return
-	}
-	if t.calls == nil {
-		t.calls = map[string]bool{}
-	}
-	t.calls[call.CallID] = true
-}
-
-// workLocked fills r's account of the thread's work as of its newest
-// event. The caller holds t.mu.
-func (t *thread) workLocked(r *wire.Resumed) {
-	r.Seq = t.seq
-	r.Turn = t.cancel != nil
-	for id := range t.calls {
-		r.Calls = append(r.Calls, id)
-	}
-	slices.Sort(r.Calls)
-	r.Busy = r.Turn || len(r.Calls) > 0
 }

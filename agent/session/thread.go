@@ -29,7 +29,7 @@ type thread struct {
 	backlog backlog         // the newest events, for a bridge's resume (backlog.go)
 
 	accepted acceptedIDs     // a bridge's requests already accepted (accepted.go)
-	calls    map[string]bool // running tool calls by call id (accepted.go)
+	calls    map[string]bool // running tool calls by call id (backlog.go)
 	// resumeWake is closed (and cleared) when a bridge connection is
 	// resumed: tool checks wait for it (approval.go).
 	resumeWake chan struct{}
@@ -120,7 +120,7 @@ func (t *thread) emitLocked(id string, env wire.Envelope) {
 	t.seq++
 	env.Seq, env.Thread, env.ID = t.seq, t.name, id
 	t.backlog.add(env)
-	t.trackCallLocked(env) // accepted.go
+	t.trackCallLocked(env) // backlog.go
 	for c := range t.conns {
 		if !c.enqueue(outgoing{env: env}) {
 			delete(t.conns, c)

@@ -96,7 +96,6 @@ func (t *thread) fromAgent(env wire.Envelope) {
 	}
 	if env.Seq > 0 {
 		t.agentEvent(env) // resume.go: duplicates dropped, gaps reported
-		t.replayed(env.Seq)
 		return
 	}
 	if env.Type == wire.TypeAccepted { // a request sent again that the agent ran already

@@ -102,9 +102,7 @@ func (s *Server) setEgress(ctx context.Context, id string, rules []string, by st
 	if !ok {
 		return wire.ThreadInfo{}, errNoThread // deleted meanwhile
 	}
-	info := s.suspendedInfo(rec) // suspend.go
-	info.Egress = rec.Egress
-	return info, nil
+	return s.suspendedInfo(rec), nil // suspend.go
 }
 
 // storeEgress sets rules on thread id's box, when it has a live one, and

@@ -180,21 +180,10 @@ func (f *inflight) stale(link uint64) []wire.Envelope {
 	return out
 }
 
-// inflightStore is the part of the store that keeps requests in flight
-// (bridge/store.Store has it; a store without it keeps them in memory).
-type inflightStore interface {
-	SaveInflight(thread string, reqs []wire.Envelope)
-	Inflight(thread string) ([]wire.Envelope, error)
-}
-
 // loadInflight restores the thread's stored requests in flight and saves
 // later changes. It runs in newThread, before the agent goroutines.
 func (t *thread) loadInflight() {
-	st, ok := t.store.(inflightStore)
-	if !ok {
-		return
-	}
-	reqs, err := st.Inflight(t.id)
+	reqs, err := t.store.Inflight(t.id)
 	if err != nil {
 		t.log.Error("read requests in flight; they are not sent again", "err", err)
 	}
@@ -202,7 +191,7 @@ func (t *thread) loadInflight() {
 		t.log.Info("requests in flight before the restart; sent again after the agent's replay", "requests", len(reqs))
 		t.sent.restore(reqs)
 	}
-	t.sent.save = func(reqs []wire.Envelope) { st.SaveInflight(t.id, reqs) }
+	t.sent.save = func(reqs []wire.Envelope) { t.store.SaveInflight(t.id, reqs) }
 }
 
 // resend hands the requests the old agent never answered to the new one.

@@ -118,28 +118,22 @@ func (t *thread) resumeAnswer(env wire.Envelope) bool {
 	return true
 }
 
-// replayed notes that the agent event of agent seq seq was processed; at
-// the end of a link's replay it sends again the requests the agent has
-// not answered (inflight.go).
-func (t *thread) replayed(seq uint64) {
-	t.mu.Lock()
-	end := t.cursor.replaying && seq >= t.cursor.replayEnd
-	if end {
-		t.cursor.replaying = false
-	}
-	t.mu.Unlock()
-	if end {
-		t.resendStale()
-	}
-}
-
 // agentEvent publishes one numbered event from the agent: a duplicate
 // (at or below the cursor) is dropped, a gap is published as events_lost
 // first, and the cursor moves on behind the event in the store's queue.
+// After the last event of a link's replay it sends again the requests the
+// agent has not answered (inflight.go).
 func (t *thread) agentEvent(env wire.Envelope) {
 	t.mu.Lock()
 	cur := t.cursor
+	replayDone := cur.replaying && env.Seq >= cur.replayEnd
+	if replayDone {
+		t.cursor.replaying = false
+	}
 	t.mu.Unlock()
+	if replayDone {
+		defer t.resendStale()
+	}
 	switch {
 	case cur.awaiting && !cur.resumed:
 		t.log.Debug("agent event before resumed; the replay brings it", "agent_seq", env.Seq)

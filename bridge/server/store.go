@@ -106,6 +106,10 @@ type eventStore interface {
 	// queued before it (resume.go); Cursor reads the stored one.
 	SaveCursor(thread string, c store.Cursor)
 	Cursor(thread string) (c store.Cursor, ok bool, err error)
+	// SaveInflight queues the thread's requests in flight the same way
+	// (inflight.go); Inflight reads the stored ones.
+	SaveInflight(thread string, reqs []wire.Envelope)
+	Inflight(thread string) ([]wire.Envelope, error)
 }
 
 // boltThreads is the ThreadStore of the bridge's store file: thread

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 
 	"github.com/boxwire/boxwire/bridge/wire"
 )
@@ -86,8 +85,7 @@ func threadCall(ctx context.Context, cfg Config, method, id string, body any) (w
 	u := ep.httpBase()
 	u.Path = "/v1/threads"
 	if id != "" {
-		u.Path += "/" + id
-		u.RawPath = "/v1/threads/" + url.PathEscape(id)
+		threadPath(u, id, "") // http.go
 	}
 	hreq, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
 	if err != nil {

@@ -20,8 +20,7 @@ func ExportEvents(ctx context.Context, cfg Config, id string, after uint64, w io
 		return 0, fmt.Errorf("export %s: %w", id, err)
 	}
 	u := ep.httpBase()
-	u.Path = "/v1/threads/" + id + "/events"
-	u.RawPath = "/v1/threads/" + url.PathEscape(id) + "/events"
+	threadPath(u, id, "/events") // http.go
 	u.RawQuery = url.Values{"after": {strconv.FormatUint(after, 10)}}.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {

@@ -32,8 +32,7 @@ func filesRequest(ctx context.Context, cfg Config, ft FileTransfer, method strin
 	u := ep.httpBase()
 	u.Path = wire.FilesPath
 	if ft.Thread != "" {
-		u.Path = "/v1/threads/" + ft.Thread + "/files"
-		u.RawPath = "/v1/threads/" + url.PathEscape(ft.Thread) + "/files"
+		threadPath(u, ft.Thread, "/files") // http.go
 	}
 	q := url.Values{"path": {ft.Path}}
 	if raw {

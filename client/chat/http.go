@@ -101,8 +101,7 @@ func DeleteThread(ctx context.Context, cfg Config, id string) error {
 		return fmt.Errorf("delete thread %s: %w", id, err)
 	}
 	u := ep.httpBase()
-	u.Path = "/v1/threads/" + id
-	u.RawPath = "/v1/threads/" + url.PathEscape(id)
+	threadPath(u, id, "")
 	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, u.String(), nil)
 	if err != nil {
 		return fmt.Errorf("delete thread %s: %w", id, err)
@@ -160,4 +159,11 @@ func (ep endpoint) do(req *http.Request, token string) (*http.Response, error) {
 		client = &http.Client{Transport: &http.Transport{DialContext: ep.dial, DisableKeepAlives: true}}
 	}
 	return client.Do(req)
+}
+
+// threadPath points u at /v1/threads/{id}{rest} (rest: "" or a sub-path
+// such as "/events"), with id escaped.
+func threadPath(u *url.URL, id, rest string) {
+	u.Path = "/v1/threads/" + id + rest
+	u.RawPath = "/v1/threads/" + url.PathEscape(id) + rest
 }
