@@ -128,8 +128,11 @@ func TestFullTurn(t *testing.T) {
 }
 
 func TestBusyAndInterrupt(t *testing.T) {
-	gate := make(chan struct{}) // never opened: the step waits for interrupt
-	e := newEnv(t, session.Config{Loop: loop.Config{Model: &fakeModel{steps: []step{{gate: gate}}}}})
+	// gate is never opened: the step waits for interrupt. The interrupt is
+	// sent only once the model has taken the step; sent earlier it would end
+	// the turn before the model call, leaving the gated step to m3.
+	gate, taken := make(chan struct{}), make(chan struct{})
+	e := newEnv(t, session.Config{Loop: loop.Config{Model: &fakeModel{steps: []step{{gate: gate, taken: taken}}}}})
 	c := e.dial("t1")
 	c.send(userMessage("m1", "long"))
 	if ev := c.next(); ev.Type != wire.TypeUserEcho {
@@ -138,6 +141,11 @@ func TestBusyAndInterrupt(t *testing.T) {
 	c.send(userMessage("m2", "too soon"))
 	expectError(t, c.next(), wire.CodeBusy, "m2")
 
+	select {
+	case <-taken:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the model never took the step")
+	}
 	c.send(wire.Envelope{Type: wire.TypeInterrupt, ID: "i1"})
 	done, _ := c.await(wire.TypeTurnDone)
 	if r := decode[wire.TurnDone](t, done).Reason; r != wire.ReasonInterrupted || done.ID != "m1" {

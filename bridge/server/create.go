@@ -144,10 +144,16 @@ func (s *Server) createThread(ctx context.Context, req wire.CreateThread) (*thre
 		t := newThread(s, id, conn, b.res, 0, log)
 		t.gate.set(pol)
 		s.setLinked(b, id, b.res.sandbox()) // lifecycle.go
+		// Under the box's lock, so a PATCH of the sandbox's egress rules
+		// (egress_update.go) finds this thread registered with the rules
+		// it stored, or runs after.
+		unlockBox := s.life.Lock("box:" + b.id)
 		rec := ThreadRecord{ID: id, Box: b.id, Scope: b.scope, Assistant: b.assistant,
 			Image: b.image, Runtime: b.runtime, Created: time.Now().UTC(), IdleTTL: b.idleTTL,
 			Egress: s.boxEgress(b), Policy: req.Policy} // egress_thread.go
-		if err = s.register(ctx, t, b, rec); err == nil {
+		err = s.register(ctx, t, b, rec)
+		unlockBox()
+		if err == nil {
 			return t, nil
 		}
 		t.shutdown(wire.Envelope{})

@@ -3,6 +3,7 @@ package server_test
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -229,31 +230,47 @@ func TestEgressUpdateAssistantScope(t *testing.T) {
 }
 
 // TestEgressUpdateConcurrent: PATCHes racing on two threads of one
-// assistant leave the sandbox, the API and the store agreeing on one of
-// the lists sent (the store checked by a restart).
+// assistant, while more threads join it, leave the sandbox, the API and
+// the store agreeing on one of the lists sent (the store checked by a
+// restart).
 func TestEgressUpdateConcurrent(t *testing.T) {
 	a, b := loopbackServer(t, "A"), loopbackServer(t, "B")
 	var cfg server.Config
 	e := newEnvWith(t, func(c *server.Config) { c.EgressThreadMax = []string{a, b}; cfg = *c })
 	_, t1, _ := e.createThread(`{"scope":"assistant","assistant":"helper"}`)
 	_, t2, _ := e.createThread(`{"scope":"assistant","assistant":"helper"}`)
-	var wg sync.WaitGroup
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		joined []string // threads created during the PATCHes
+	)
+	call := func(method, path, body string, want int) []byte {
+		req, _ := http.NewRequest(method, e.hs.URL+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+testToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err)
+			return nil
+		}
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != want {
+			t.Errorf("%s %s: %d %s", method, path, resp.StatusCode, data)
+		}
+		return data
+	}
 	for i := range 8 {
 		id, rule := t1.ID, a
 		if i%2 == 1 {
 			id, rule = t2.ID, b
 		}
+		wg.Go(func() { call(http.MethodPatch, "/v1/threads/"+id, `{"egress":["`+rule+`"]}`, http.StatusOK) })
 		wg.Go(func() {
-			req, _ := http.NewRequest(http.MethodPatch, e.hs.URL+"/v1/threads/"+id, strings.NewReader(`{"egress":["`+rule+`"]}`))
-			req.Header.Set("Authorization", "Bearer "+testToken)
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				t.Errorf("PATCH %s: %d", id, resp.StatusCode)
+			var info wire.ThreadInfo
+			if json.Unmarshal(call(http.MethodPost, "/v1/threads", `{"scope":"assistant","assistant":"helper"}`, http.StatusCreated), &info) == nil {
+				mu.Lock()
+				joined = append(joined, info.ID)
+				mu.Unlock()
 			}
 		})
 	}
@@ -263,7 +280,7 @@ func TestEgressUpdateConcurrent(t *testing.T) {
 		t.Fatalf("threads disagree: %v %v", now, e.threadInfo(t2.ID).Egress)
 	}
 	e.restart(cfg, nil)
-	for _, id := range []string{t1.ID, t2.ID} {
+	for _, id := range append([]string{t1.ID, t2.ID}, joined...) {
 		if got := e.threadInfo(id).Egress; !slices.Equal(got, now) {
 			t.Fatalf("after restart thread %s has %v, want %v", id, got, now)
 		}

@@ -173,8 +173,9 @@ type Server struct {
 	// life holds per-key locks: "thread:<id>" keeps two clients from
 	// resuming one suspended thread twice; "box:<id>" keeps a sandbox from
 	// being started under a box id whose old sandbox is still being
-	// removed (suspension, retention). Lock order: a thread key before a
-	// box key.
+	// removed (suspension, retention), and a thread from joining a
+	// sandbox while its egress rules change or it is suspended
+	// (createThread). Lock order: a thread key before a box key.
 	life keyed.Mutex
 	// llmClient carries every sandbox's LLM proxy calls upstream, so
 	// they share connections; Close closes its idle ones.

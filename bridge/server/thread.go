@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/boxwire/boxwire/bridge/sandbox"
+	"github.com/boxwire/boxwire/bridge/store"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -174,7 +176,9 @@ func (t *thread) appendOne(env wire.Envelope, done chan<- wire.Envelope) wire.En
 	stored := t.events.forStore(env)
 	t.events.forget(env)
 	t.store.Append(t.id, stored, func(err error) {
-		if err != nil {
+		switch {
+		case errors.Is(err, store.ErrDeleted): // the thread is being removed
+		case err != nil:
 			t.log.Error("event not stored; it is kept in memory only", "seq", env.Seq, "err", err)
 		}
 		t.mu.Lock()

@@ -14,8 +14,8 @@ import (
 // before it, and the newest one queued per thread wins.
 
 // enqueue queues it behind everything queued before it. It returns at
-// once unless the queue is full, then blocks like Append; after Close it
-// does nothing.
+// once unless the queue is full, then blocks like Append; after Close, or
+// for a deleted thread, it does nothing.
 func (s *Store) enqueue(it item) {
 	w := &s.w
 	w.mu.Lock()
@@ -23,7 +23,7 @@ func (s *Store) enqueue(it item) {
 	for !w.closed && len(w.queue) >= s.opt.QueueEvents {
 		w.cond.Wait()
 	}
-	if w.closed {
+	if w.closed || w.gone.hasLocked(it.thread) {
 		return
 	}
 	w.queue = append(w.queue, it)

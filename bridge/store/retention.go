@@ -34,7 +34,8 @@ type PruneStats struct {
 
 // Prune applies the store's retention at now. live reports threads that
 // must not be deleted for age (their events may still be trimmed). It
-// returns the ids of the threads it deleted.
+// returns the ids of the threads it deleted; later writes to them are
+// dropped, as after DeleteThread.
 func (s *Store) Prune(now time.Time, live func(id string) bool) (PruneStats, []string, error) {
 	s.w.flush()
 	r := s.opt.Retention
@@ -75,6 +76,7 @@ func (s *Store) Prune(now time.Time, live func(id string) bool) (PruneStats, []s
 	if err != nil {
 		return st, gone, fmt.Errorf("prune: %w", err)
 	}
+	s.w.markGone(gone...) // gone.go: a late write must not bring one back
 	return st, gone, nil
 }
 

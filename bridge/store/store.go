@@ -179,9 +179,12 @@ func (s *Store) Threads() ([]Thread, error) {
 // Flush blocks until every event appended before it is committed.
 func (s *Store) Flush() { s.w.flush() }
 
-// DeleteThread removes a thread record and all its events. Queued appends
-// of the thread are written first. A missing thread is not an error.
+// DeleteThread removes a thread record and all its events. Appends,
+// cursors and request lists of the thread queued before the call are
+// written first, then removed; those queued later are dropped (Append's
+// done gets ErrDeleted). A missing thread is not an error.
 func (s *Store) DeleteThread(id string) error {
+	s.w.markGone(id) // gone.go
 	s.w.flush()
 	return s.db.Update(func(tx *bolt.Tx) error { return deleteThreadTx(tx, id) })
 }

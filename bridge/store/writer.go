@@ -34,6 +34,7 @@ type writer struct {
 	stopped chan struct{} // closed when the goroutines return
 	synced  chan struct{} // closed when the syncer returns
 	quit    chan struct{} // closed by stop: the syncer quits
+	gone    goneSet       // threads deleted: their writes are dropped (gone.go)
 }
 
 func (w *writer) start(s *Store) {
@@ -78,17 +79,24 @@ func (w *writer) syncer(interval time.Duration) {
 // at once, unless the queue is full: then it blocks until the writer has
 // room. done, when not nil, is called from the writer goroutine after the
 // transaction holding env committed (err nil) or failed; callbacks run in
-// the order of the Append calls. After Close, done gets an error at once.
+// the order of the Append calls. After Close, done gets an error at once;
+// for a thread deleted before the call, ErrDeleted.
 func (s *Store) Append(thread string, env wire.Envelope, done func(error)) {
 	w := &s.w
 	w.mu.Lock()
 	for !w.closed && len(w.queue) >= s.opt.QueueEvents {
 		w.cond.Wait()
 	}
-	if w.closed {
+	if w.closed || w.gone.hasLocked(thread) {
+		closed := w.closed
 		w.mu.Unlock()
-		if done != nil {
+		if done == nil {
+			return
+		}
+		if closed {
 			done(fmt.Errorf("append to %s: store closed", thread))
+		} else {
+			done(fmt.Errorf("append to %s: %w", thread, ErrDeleted))
 		}
 		return
 	}
