@@ -101,7 +101,8 @@ func TestSeveralCallsInOneAnswer(t *testing.T) {
 // TestInterruptWithRealCommand interrupts a turn whose command ignores
 // SIGTERM; the turn must end within a second or so of the interrupt.
 func TestInterruptWithRealCommand(t *testing.T) {
-	set := tools.New(tools.Config{Workspace: t.TempDir(), OutputDir: t.TempDir()})
+	// A HOME of its own: the host's login files must not run first.
+	set := tools.New(tools.Config{Workspace: t.TempDir(), OutputDir: t.TempDir(), Env: []string{"HOME=" + t.TempDir()}})
 	defer set.Close()
 	model := &fakeModel{steps: []step{{calls: []loop.ToolCall{
 		{ID: "x", Name: "execute", Arguments: `{"command": "trap '' TERM HUP; echo started; sleep 1000"}`},

@@ -19,8 +19,10 @@ type step struct {
 	calls  []loop.ToolCall
 	usage  wire.Usage
 	err    error
-	// block makes the step wait for ctx to end after sending its deltas.
-	block bool
+	// block makes the step wait for ctx to end after sending its deltas;
+	// blocked, if set, is closed then.
+	block   bool
+	blocked chan struct{}
 }
 
 // fakeModel answers requests from a script and records them.
@@ -52,6 +54,9 @@ func (m *fakeModel) Stream(ctx context.Context, req loop.Request, onDelta func(s
 		resp.Text += d
 	}
 	if st.block {
+		if st.blocked != nil {
+			close(st.blocked)
+		}
 		<-ctx.Done()
 		return resp, ctx.Err()
 	}

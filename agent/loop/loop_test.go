@@ -212,12 +212,22 @@ func TestTurnInterruptMidTool(t *testing.T) {
 }
 
 func TestTurnInterruptWhileStreaming(t *testing.T) {
-	model := &fakeModel{steps: []step{{deltas: []string{"thinking"}, block: true}}}
+	// The interrupt comes once the model has streamed: sooner, the turn
+	// would end before the model call, with no delta to keep.
+	blocked := make(chan struct{})
+	model := &fakeModel{steps: []step{{deltas: []string{"thinking"}, block: true, blocked: blocked}}}
 	l := loop.New(loop.Config{Model: model})
 	conv := &loop.Conversation{}
 	rec := &recorder{}
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	go func() {
+		select {
+		case <-blocked:
+		case <-time.After(10 * time.Second):
+		}
+		cancel()
+	}()
 	if td := runTurn(t, ctx, l, conv, "hi", rec); td.Reason != wire.ReasonInterrupted {
 		t.Fatalf("reason %q", td.Reason)
 	}

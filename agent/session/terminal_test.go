@@ -65,7 +65,10 @@ func TestTerminalOverWebSocket(t *testing.T) {
 		t.Fatalf("attached %+v", att)
 	}
 	c.input(att.Session, "hello\n")
-	for !strings.Contains(out.String(), "got=hello") {
+	for deadline := time.Now().Add(waitFor); !strings.Contains(out.String(), "got=hello"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("never saw got=hello; output %q", out.String())
+		}
 		c.send(wire.MustNew(wire.TypeTerminalList, "", "l1", nil))
 		c.readTerminal(wire.TypeTerminalSessions, &out)
 	}

@@ -21,9 +21,10 @@ var sysRead = map[string]int64{"amd64": 0, "arm64": 63}
 // command waits for someone to type (a password prompt, a `read` from
 // /dev/tty). It looks at the foreground group (tcgetpgrp on the master) and
 // at each member's /proc/PID/syscall (a read on a descriptor that is this
-// terminal) or, when that file cannot be read, /proc/PID/wchan. It does not
-// block and is safe for concurrent use; it reports false once the process
-// has been closed.
+// terminal) or, when that file cannot be read, /proc/PID/wchan. While the
+// terminal still holds output the readers of Output have not been given
+// (the prompt, say) it reports false. It does not block and is safe for
+// concurrent use; it reports false once the process has been closed.
 func (p *Process) AwaitingInput() bool {
 	pgrp, err := p.foreground()
 	if err != nil || pgrp <= 0 {
@@ -31,10 +32,29 @@ func (p *Process) AwaitingInput() bool {
 	}
 	for _, pid := range groupMembers(pgrp) {
 		if readingTTY(pid, p.ttyName) {
-			return true
+			// What the program wrote before it began to read (its
+			// prompt) must have left the terminal for Output first.
+			return !p.outputPending()
 		}
 	}
 	return false
+}
+
+// outputPending reports whether the terminal holds output not yet read
+// from the master. When it cannot tell (a kernel without TIOCINQ on the
+// master) it reports false, as before the check existed.
+func (p *Process) outputPending() bool {
+	rc, err := p.master.SyscallConn()
+	if err != nil {
+		return false
+	}
+	n, ioctlErr := 0, error(nil)
+	if err := rc.Control(func(fd uintptr) {
+		n, ioctlErr = unix.IoctlGetInt(int(fd), unix.TIOCINQ)
+	}); err != nil || ioctlErr != nil {
+		return false
+	}
+	return n > 0
 }
 
 // TTY returns the name of the process's terminal, e.g. /dev/pts/3.

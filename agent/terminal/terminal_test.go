@@ -203,9 +203,14 @@ func TestReattachRendersScreen(t *testing.T) {
 
 func TestResize(t *testing.T) {
 	r := newRegistry(t, terminal.Config{})
-	s := open(t, r, wire.TerminalOpen{Command: []string{"bash", "-c", "stty size; read x; stty size"}, Cols: 80, Rows: 24})
+	// The program prints nothing before the first line of input, sent once
+	// k watches: output before the attach would not reach k.
+	s := open(t, r, wire.TerminalOpen{Command: []string{"bash", "-c", "read x; stty size; read x; stty size"}, Cols: 80, Rows: 24})
 	k := &sink{}
 	s.Attach(k, "")
+	if err := s.Write([]byte("\n")); err != nil {
+		t.Fatal(err)
+	}
 	k.await(t, "size", func(out string, _ []wire.Envelope) bool { return strings.Contains(out, "24 80") })
 	if err := s.Resize(132, 43); err != nil {
 		t.Fatal(err)
@@ -262,9 +267,14 @@ func TestSlowWatcherDetached(t *testing.T) {
 	if err := s.Write([]byte("\n")); err != nil {
 		t.Fatal(err)
 	}
-	s2 := open(t, r, wire.TerminalOpen{Command: []string{"bash", "-c", "seq 1 50000"}})
+	// s2 prints only once stuck watches: output before the attach would
+	// go to nobody, and s2 could end without stuck being detached.
+	s2 := open(t, r, wire.TerminalOpen{Command: []string{"bash", "-c", "read x; seq 1 50000"}})
 	stuck := &sink{full: true}
 	s2.Attach(stuck, "")
+	if err := s2.Write([]byte("go\n")); err != nil {
+		t.Fatal(err)
+	}
 	stuck.message(t, wire.TypeTerminalDetached)
 	stuck.message(t, wire.TypeTerminalAttached)
 }
@@ -272,9 +282,13 @@ func TestSlowWatcherDetached(t *testing.T) {
 func TestEnvironment(t *testing.T) {
 	t.Setenv("OPENAI_API_KEY", "sk-secret")
 	r := newRegistry(t, terminal.Config{Env: []string{"FROM_CONFIG=1"}})
-	s := open(t, r, wire.TerminalOpen{Command: []string{"bash", "-c", `echo "[$TERM][$FROM_CONFIG][$MINE][${OPENAI_API_KEY-unset}][$PWD]"; sleep 100`}, Env: map[string]string{"MINE": "2"}, Dir: "/"})
+	// The program waits for a line of input, sent once k watches.
+	s := open(t, r, wire.TerminalOpen{Command: []string{"bash", "-c", `read x; echo "[$TERM][$FROM_CONFIG][$MINE][${OPENAI_API_KEY-unset}][$PWD]"; sleep 100`}, Env: map[string]string{"MINE": "2"}, Dir: "/"})
 	k := &sink{}
 	s.Attach(k, "")
+	if err := s.Write([]byte("\n")); err != nil {
+		t.Fatal(err)
+	}
 	k.await(t, "env", func(out string, _ []wire.Envelope) bool {
 		return strings.Contains(out, "[xterm-256color][1][2][unset][/]")
 	})
@@ -295,11 +309,27 @@ func TestRegistryErrors(t *testing.T) {
 }
 
 func TestIdleTimeout(t *testing.T) {
-	r := newRegistry(t, terminal.Config{IdleTimeout: 200 * time.Millisecond})
-	s := open(t, r, wire.TerminalOpen{Command: []string{"sleep", "100"}})
+	const idle = 200 * time.Millisecond
+	// A session is idle, and may be reaped, from Open until the Attach: the
+	// check below means something only if the test got to attach in less
+	// than idle (on a loaded machine it may not; then it tries again).
+	var r *terminal.Registry
+	var s *terminal.Session
 	k := &sink{}
-	s.Attach(k, "")
-	time.Sleep(400 * time.Millisecond)
+	for try := 0; s == nil; try++ {
+		began := time.Now()
+		r = newRegistry(t, terminal.Config{IdleTimeout: idle})
+		s = open(t, r, wire.TerminalOpen{Command: []string{"sleep", "100"}})
+		s.Attach(k, "")
+		if time.Since(began) >= idle {
+			if try == 10 {
+				t.Fatalf("could not attach within %v of an open", idle)
+			}
+			r.Close()
+			s, k = nil, &sink{}
+		}
+	}
+	time.Sleep(2 * idle)
 	if len(r.List()) != 1 {
 		t.Fatal("a watched session was reaped")
 	}

@@ -3,7 +3,9 @@ package tools_test
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -39,17 +41,13 @@ func TestSpareShellThatDiedIsReplaced(t *testing.T) {
 	if pid == 0 {
 		t.Fatal("no spare shell")
 	}
+	// Until the spare has read its login files, processes it forks for
+	// them share its end of the pipe, and would keep it open once it died.
+	awaitReadingCommand(t, pid)
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	// Give the kernel a moment to close the dead shell's end of the pipe.
-	deadline := time.Now().Add(callLimit)
-	for {
-		if _, err := os.Stat(filepath.Join("/proc", strconv.Itoa(pid), "fd", "3")); err != nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitDead(t, pid) // a zombie has closed its end of the pipe
 	res := call(t, set, "execute", map[string]any{"command": "echo still-works"})
 	mustExit(t, res, 0)
 	if res.Output != "still-works\n" {
@@ -79,5 +77,35 @@ func TestStaleSpareIsNotUsed(t *testing.T) {
 	res := call(t, set, "execute", map[string]any{"command": `echo "[$BW_LATE]"`})
 	if res.Output != "[yes]\n" {
 		t.Fatalf("output %q: a spare started before the profile changed ran the command", res.Output)
+	}
+}
+
+// awaitReadingCommand waits until the spare shell pid is blocked reading
+// its command (its /proc/PID/syscall shows a read(2) on a descriptor that
+// is the pipe of its fd 3: `read <&3` reads it as fd 0).
+func awaitReadingCommand(t *testing.T, pid int) {
+	t.Helper()
+	sysRead, ok := map[string]string{"amd64": "0", "arm64": "63"}[runtime.GOARCH]
+	if !ok {
+		t.Skipf("no read(2) syscall number for %s", runtime.GOARCH)
+	}
+	deadline := time.Now().Add(callLimit)
+	for {
+		sc, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "syscall"))
+		if err != nil {
+			t.Fatalf("spare shell %d: %v", pid, err)
+		}
+		if f := strings.Fields(string(sc)); len(f) > 1 && f[0] == sysRead {
+			fd, _ := strconv.ParseInt(strings.TrimPrefix(f[1], "0x"), 16, 64)
+			target, _ := os.Readlink(filepath.Join("/proc", strconv.Itoa(pid), "fd", strconv.FormatInt(fd, 10)))
+			pipe, _ := os.Readlink(filepath.Join("/proc", strconv.Itoa(pid), "fd", "3"))
+			if strings.HasPrefix(target, "pipe:") && target == pipe {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("spare shell %d never waited for its command: syscall %q", pid, sc)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

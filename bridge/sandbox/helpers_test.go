@@ -171,6 +171,25 @@ func (e *env) waitStopped(id string) sandbox.Sandbox {
 	}
 }
 
+// waitLog polls the sandbox's log until its last line is line.
+func (e *env) waitLog(id, line string) {
+	e.t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		tail, err := e.mgr.Logs(e.ctx(), id, 1)
+		if err != nil {
+			e.t.Fatalf("Logs: %v", err)
+		}
+		if tail == line {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("sandbox %s log ends %q after %v, want %q", id, tail, waitTimeout, line)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // waitFile waits for path to exist with content ending in a newline and
 // returns that content.
 func waitFile(t *testing.T, path string) string {

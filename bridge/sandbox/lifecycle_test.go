@@ -99,8 +99,11 @@ func TestListFiltersByLabel(t *testing.T) {
 func TestStopReportsExit(t *testing.T) {
 	e := newEnv(t)
 	spec := e.spec()
-	spec.Cmd = []string{"sh", "-c", "trap 'exit 3' TERM; while :; do sleep 0.1; done"}
+	spec.Cmd = []string{"sh", "-c", "trap 'exit 3' TERM; echo trapped >&2; while :; do sleep 0.1; done"}
 	sb := e.create(spec)
+	// Running is not enough: a SIGTERM before the trap is set would not
+	// give exit 3.
+	e.waitLog(sb.ID, "trapped\n")
 	start := time.Now()
 	if err := e.mgr.Stop(e.ctx(), sb.ID, 10*time.Second); err != nil {
 		t.Fatalf("Stop: %v", err)
@@ -125,9 +128,11 @@ func TestOOMKilled(t *testing.T) {
 	spec := e.spec()
 	spec.MemoryBytes = 32 << 20
 	// tail holds the whole (newline-free) last line in memory and is
-	// killed; the shell outlives it briefly, as an agent would, because the
-	// engine records an OOM event that arrives after the exit as nothing.
-	spec.Cmd = []string{"sh", "-c", "head -c 512m /dev/zero | tail; st=$?; sleep 0.5; exit $st"}
+	// killed; the shell outlives it, as an agent would, because the engine
+	// records an OOM event that arrives after the exit as nothing. The
+	// event passes the shim, containerd and dockerd: on a loaded machine
+	// half a second was seen to be too short for it.
+	spec.Cmd = []string{"sh", "-c", "head -c 512m /dev/zero | tail; st=$?; sleep 3; exit $st"}
 	sb := e.create(spec)
 	got := e.waitStopped(sb.ID)
 	if !got.OOMKilled || got.ExitCode != 137 {

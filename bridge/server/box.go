@@ -52,7 +52,11 @@ type box struct {
 
 	lastUsed time.Time
 	threads  map[string]*thread
-	gone     bool // removed from Server.boxes; being or already removed
+	// joining counts the threads being started in the box, from
+	// acquireBox or takePooled until their creator calls joined; the
+	// reaper leaves the box alone meanwhile.
+	joining int
+	gone    bool // removed from Server.boxes; being or already removed
 
 	// egress are the threads' egress rules beside the bridge's, canonical
 	// (egress_thread.go); fixed at creation, at a pooled sandbox's claim
@@ -111,16 +115,20 @@ func (s *Server) acquireBox(ctx context.Context, o boxOptions, threadID string) 
 		return nil, errClosing
 	}
 	if b, ok := s.boxes[key]; ok {
+		b.joining++
 		s.mu.Unlock()
 		select {
 		case <-b.ready:
 		case <-ctx.Done():
+			s.joined(b)
 			return nil, ctx.Err()
 		}
 		if b.err != nil {
+			s.joined(b)
 			return nil, b.err
 		}
 		if err := s.joinEgress(b, o.egress); err != nil { // egress_thread.go
+			s.joined(b)
 			return nil, err
 		}
 		return b, nil
@@ -131,7 +139,7 @@ func (s *Server) acquireBox(ctx context.Context, o boxOptions, threadID string) 
 	}
 	room := s.poolRoomLocked() // pool_limit.go: pooled sandboxes count toward MaxSandboxes
 	b := &box{key: key, scope: o.scope, assistant: o.assistant, image: o.image, runtime: o.runtime,
-		idleTTL: o.idleTTL, ready: make(chan struct{}), threads: map[string]*thread{}, egress: o.egress}
+		idleTTL: o.idleTTL, ready: make(chan struct{}), threads: map[string]*thread{}, egress: o.egress, joining: 1}
 	b.created = time.Now().UTC().Truncate(time.Second)
 	b.expires = b.created.Add(s.cfg.MaxLifetime)
 	b.lastUsed = time.Now()
@@ -163,6 +171,15 @@ func (s *Server) acquireBox(ctx context.Context, o boxOptions, threadID string) 
 	}
 	close(b.ready)
 	return b, b.err
+}
+
+// joined ends a thread's start in b, whether the thread registered or
+// not (see box.joining): b's idle time counts from now.
+func (s *Server) joined(b *box) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b.joining--
+	b.lastUsed = time.Now()
 }
 
 // startBox creates b's socket folder, LLM proxy and sandbox. It does not

@@ -140,6 +140,7 @@ func (s *Server) createThread(ctx context.Context, req wire.CreateThread) (*thre
 		}
 		conn, err = s.waitAgent(ctx, id, b.res)
 	}
+	defer s.joined(b) // box.go: the reaper left b alone while the thread started
 	if err == nil {
 		t := newThread(s, id, conn, b.res, 0, log)
 		t.gate.set(pol)

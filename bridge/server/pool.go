@@ -301,6 +301,7 @@ func (s *Server) takePooled(key, threadID string, idleTTL time.Duration) *box {
 	delete(s.pool.own, b.id)
 	b.key = boxKey(wire.ScopeThread, threadID)
 	b.thread, b.idleTTL, b.lastUsed = threadID, idleTTL, time.Now()
+	b.joining = 1                 // until createThread's joined
 	b.ready = make(chan struct{}) // closed by claimPooled once bound
 	s.boxes[b.key] = b
 	return b

@@ -64,6 +64,9 @@ func (s *Server) reapOnce(now time.Time) {
 		if b.err != nil || b.planned != nil && now.Sub(b.plannedAt) < plannedTimeout {
 			continue // a recycle under way
 		}
+		if b.joining > 0 {
+			continue // a thread is starting in it (box.go)
+		}
 		b.planned = nil // no thread took the recycle up (their agent links were down): decide again
 		if act, ev := s.decide(b, now); act != reapNone {
 			todo = append(todo, due{b, act, ev})

@@ -75,15 +75,25 @@ func (a *fakeAgent) resumeAnswer(env wire.Envelope) (out []wire.Envelope, ok boo
 // detachEmit closes the agent's connections (the sandbox goes on running)
 // and then makes n assistant_delta events while no bridge is attached.
 func (a *fakeAgent) detachEmit(n int) {
+	a.detachDo(func() {
+		for i := range n {
+			a.event(wire.TypeAssistantDelta, "bg", wire.Text{Text: fmt.Sprintf("detached %d", i+1)})
+		}
+	})
+}
+
+// detachDo closes the agent's connections (the sandbox goes on running)
+// and then runs emit, which makes events while no bridge is attached. A
+// bridge that greets the agent again meanwhile waits (serve takes a.mu to
+// register its connection) until emit returns, so its resume finds them.
+func (a *fakeAgent) detachDo(emit func()) {
 	a.mu.Lock()
+	defer a.mu.Unlock()
 	for c := range a.conns {
 		c.Close()
 		delete(a.conns, c)
 	}
-	a.mu.Unlock()
-	for i := range n {
-		a.event(wire.TypeAssistantDelta, "bg", wire.Text{Text: fmt.Sprintf("detached %d", i+1)})
-	}
+	emit()
 }
 
 // onlyAgent is the fake agent of the only sandbox.
@@ -203,8 +213,7 @@ func TestHeldOutputSurvivesRestart(t *testing.T) {
 	s.turn("m1", "hi")
 	a := e.onlyAgent()
 	out := func(text string) { a.event(wire.TypeToolOutput, "r1", wire.ToolOutput{CallID: "c1", Output: text}) }
-	a.detachEmit(0)
-	out("part one tok") // "tok" may go on in the next chunk: kept back
+	a.detachDo(func() { out("part one tok") }) // "tok" may go on in the next chunk: kept back
 	if got := s.read(); got.Type != wire.TypeToolOutput || !strings.Contains(string(got.Data), `"part one "`) {
 		t.Fatalf("first chunk %s %s", got.Type, got.Data)
 	}

@@ -53,12 +53,14 @@ func (s *Server) prune() {
 // age takes its workspace volume with it, unless another thread (of the
 // same assistant) still uses it.
 func (s *Server) pruneOnce(now time.Time) {
-	suspended := map[string]string{} // thread id -> box id
+	// Every record's box, not only the suspended ones': a thread
+	// suspended between this list and the prune is deleted too, and its
+	// volume must go with it. Prune keeps live threads, so each thread it
+	// deletes had no sandbox.
+	boxes := map[string]string{} // thread id -> box id
 	if recs, err := s.cfg.Store.List(s.ctx); err == nil {
 		for _, r := range recs {
-			if r.Suspended != nil {
-				suspended[r.ID] = r.Box
-			}
+			boxes[r.ID] = r.Box
 		}
 	}
 	st, gone, err := s.db.Prune(now, func(id string) bool { return s.lookup(id) != nil })
@@ -70,7 +72,7 @@ func (s *Server) pruneOnce(now time.Time) {
 		s.log.Info("retention", "threads_deleted", st.Threads, "events_dropped", st.Events, "threads", gone)
 	}
 	for _, id := range gone {
-		if box, ok := suspended[id]; ok {
+		if box, ok := boxes[id]; ok && box != "" {
 			if err := s.dropVolumeIfUnused(s.ctx, box); err != nil {
 				s.log.Error("retention: remove the workspace of a deleted thread", "thread", id, "box", box, "err", err)
 			}

@@ -117,6 +117,7 @@ func (s *Server) resumeThread(ctx context.Context, id string) (t *thread, found 
 	if err != nil {
 		return nil, true, err
 	}
+	defer s.joined(b) // box.go: the reaper left b alone while the thread started
 	t, n, err := s.resumeIn(ctx, b, rec)
 	if err != nil {
 		if b.scope == wire.ScopeThread {

@@ -43,6 +43,9 @@ func DialWebSocket(ctx context.Context, cfg Config) (*websocket.Conn, wire.Hello
 			defer resp.Body.Close()
 			return nil, wire.Hello{}, fmt.Errorf("dial %s: %w", ep.ws.Redacted(), newHTTPError(resp))
 		}
+		if ctx.Err() != nil { // ctx ended during the upgrade: say so, as the handshake does
+			return nil, wire.Hello{}, fmt.Errorf("dial %s: %w (%v)", ep.ws.Redacted(), ctx.Err(), err)
+		}
 		return nil, wire.Hello{}, fmt.Errorf("dial %s: %w", ep.ws.Redacted(), err)
 	}
 	ws.SetReadLimit(wire.MaxMessageBytes)

@@ -154,6 +154,9 @@ func TestApproveWrongIDAtPrompt(t *testing.T) {
 	defer typed.Close()
 	c := start(t, cli.Options{Chat: chat.Config{URL: srv.URL, Thread: "t_ap"}, In: in})
 	c.out.waitFor(t, "› ")
+	// The prompt may come before the request: wait until it is shown
+	// (and so known, on the same goroutine) before typing.
+	c.out.waitFor(t, "· approval_request")
 	io.WriteString(typed, "/approve ap_0ld\n")
 	c.out.waitFor(t, `✗ no pending approval "ap_0ld" (pending: ap_old)`)
 	io.WriteString(typed, "/deny ap_old not now\n")

@@ -153,7 +153,8 @@ func TestServeShutdownEndsDelayedRequest(t *testing.T) {
 	}
 	start := time.Now()
 	s.stop(t)
-	if d := time.Since(start); d > 2*time.Second {
+	// Only a hang guard: the delay is a minute, and the machine may be slow.
+	if d := time.Since(start); d > testTimeout {
 		t.Errorf("shutdown took %v with a delayed request in flight", d)
 	}
 	select {
