@@ -168,6 +168,11 @@ func TestInterruptKillsRunningTool(t *testing.T) {
 	c := e.dial("")
 	c.send(userMessage("m1", "wait"))
 	c.await(wire.TypeToolCall)
+	select { // the tool runs: the interrupt must stop it, not pre-empt it
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the tool never started")
+	}
 	c.send(wire.Envelope{Type: wire.TypeInterrupt})
 	res, _ := c.await(wire.TypeToolResult)
 	if r := decode[wire.ToolResult](t, res); r.CallID != "w1" || r.Error == "" {
