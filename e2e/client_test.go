@@ -1,12 +1,15 @@
 package e2e_test
 
 import (
+	"bufio"
+	"bytes"
+	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/boxwire/boxwire/bridge/wire"
 )
@@ -73,32 +76,52 @@ func TestClientJSONOneShot(t *testing.T) {
 }
 
 // The connection is cut twice in the middle of a streaming command; the
-// client reconnects on its own and prints every line exactly once.
+// client reconnects on its own and prints every line exactly once. The
+// cuts follow the client's own --json output (after line5 and line25 were
+// printed), not the clock: a cut while the client still makes its first
+// connection would end it, and that is not what this test is about.
 func TestClientResumesAfterCut(t *testing.T) {
 	e := newEnv(t, sleepScript)
 	e.startBridge()
 	proxy := startProxy(t, strings.TrimPrefix(e.bridge.url, "http://"))
-	stop := make(chan struct{})
-	cutter := make(chan struct{})
-	go func() { // cuts twice while the command streams (it runs ~4 s)
-		defer close(cutter)
-		for range 2 {
-			select {
-			case <-time.After(2500 * time.Millisecond):
-				proxy.cut()
-			case <-stop:
-				return
-			}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*turnTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, clientBinary(t), "--url", "http://"+proxy.addr(), "--json", "-m", "count")
+	cmd.Env = e.clientEnv()
+	var errOut bytes.Buffer
+	cmd.Stderr = &errOut
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start client: %v", err)
+	}
+	var out, streamed strings.Builder
+	cutAfter := []string{"line5\r\n", "line25\r\n"}
+	sc := bufio.NewScanner(stdout) // read to EOF: the client must not block on its stdout
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		out.WriteString(sc.Text() + "\n")
+		env, err := wire.Parse(sc.Bytes())
+		if err != nil || env.Type != wire.TypeToolOutput {
+			continue
 		}
-	}()
-	defer func() { close(stop); <-cutter }()
-	out, errOut, code := e.runClient("--url", "http://"+proxy.addr(), "--json", "-m", "count")
-	if code != 0 {
-		t.Fatalf("exit %d: %s\n%s", code, errOut, out)
+		var o wire.ToolOutput
+		if env.Decode(&o) == nil {
+			streamed.WriteString(o.Output)
+		}
+		if len(cutAfter) > 0 && strings.Contains(streamed.String(), cutAfter[0]) {
+			cutAfter = cutAfter[1:]
+			proxy.cut()
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("client: %v: %s\n%s", err, errOut.String(), out.String())
 	}
 	var output strings.Builder
 	var last uint64
-	for _, env := range jsonLines(t, out) {
+	for _, env := range jsonLines(t, out.String()) {
 		if env.Seq != last+1 {
 			t.Errorf("seq %d after %d: a gap or a repeat", env.Seq, last)
 		}

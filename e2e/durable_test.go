@@ -6,7 +6,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/boxwire/boxwire/bridge/wire"
 )
@@ -30,14 +29,15 @@ func TestDurableRequestInFlightSurvivesBridgeKill(t *testing.T) {
 	docker(t, "pause", box)
 	ctx, cancel := context.WithTimeout(context.Background(), eventTimeout)
 	defer cancel()
-	id, err := s.conn.SendMessage(ctx, "which number did I ask you to remember?")
+	question := "which number did I ask you to remember? (" + randHex(4) + ")"
+	id, err := s.conn.SendMessage(ctx, question)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The bridge writes the request at once; the paused agent cannot
-	// answer it. (A request not yet written is not kept: then the test
-	// fails, it does not pass by luck.)
-	time.Sleep(time.Second)
+	// The bridge writes the request to the paused agent, which cannot
+	// answer it, and keeps it as in flight in its store: the kill comes
+	// once it is there. (A request not yet written is not kept.)
+	e.awaitStoredInflight(thread, question)
 	if err := b.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}

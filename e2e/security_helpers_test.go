@@ -93,6 +93,7 @@ func exitCode(r wire.ToolResult) int {
 type pinger struct {
 	cancel context.CancelFunc
 	done   chan struct{}
+	first  chan struct{} // closed when the first ping has its answer (or failed)
 
 	mu    sync.Mutex
 	max   time.Duration
@@ -103,9 +104,10 @@ type pinger struct {
 // watchPings pings s every interval until stop is called.
 func watchPings(s *session, interval time.Duration) *pinger {
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &pinger{cancel: cancel, done: make(chan struct{})}
+	p := &pinger{cancel: cancel, done: make(chan struct{}), first: make(chan struct{})}
 	go func() {
 		defer close(p.done)
+		var once sync.Once
 		for {
 			pctx, pcancel := context.WithTimeout(ctx, eventTimeout)
 			rtt, err := s.conn.Ping(pctx)
@@ -121,6 +123,7 @@ func watchPings(s *session, interval time.Duration) *pinger {
 				p.max = max(p.max, rtt)
 			}
 			p.mu.Unlock()
+			once.Do(func() { close(p.first) })
 			select {
 			case <-ctx.Done():
 				return
@@ -132,8 +135,14 @@ func watchPings(s *session, interval time.Duration) *pinger {
 }
 
 // stop ends the pings, waits for the goroutine and returns the slowest
-// round trip, the number of answered pings and the failures.
+// round trip, the number of answered pings and the failures. A case may
+// end before the goroutine's first ping was answered: stop waits for that
+// answer (each ping has a deadline), so there is always one to judge.
 func (p *pinger) stop() (time.Duration, int, []error) {
+	select {
+	case <-p.first:
+	case <-time.After(2 * eventTimeout):
+	}
 	p.cancel()
 	<-p.done
 	p.mu.Lock()

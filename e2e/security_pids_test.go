@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/boxwire/boxwire/bridge/wire"
 )
@@ -45,7 +44,20 @@ print("holding", len(kids), "pids")
 for p in kids:
     os.waitpid(p, 0)
 '`})
-	time.Sleep(2 * time.Second) // the children hold every pid now
+	// The command prints "holding" once a fork failed: every pid is taken
+	// then, for a few seconds. The calls go in only now.
+	results := map[string]wire.ToolResult{}
+	var held strings.Builder
+	for !strings.Contains(held.String(), "holding") {
+		ev := nextPidsEvent(ctx, t, s, results)
+		var out wire.ToolOutput
+		if ev.Type == wire.TypeToolOutput && ev.ID == "hold" && ev.Decode(&out) == nil {
+			held.WriteString(out.Output)
+		}
+		if _, done := results["hold"]; done && !strings.Contains(held.String(), "holding") {
+			t.Fatalf("the command holding the pids ended before it held them: %+v", results["hold"])
+		}
+	}
 	const calls = 3 * 4
 	for i := range calls {
 		switch id := fmt.Sprint("c", i); i % 3 {
@@ -59,26 +71,8 @@ for p in kids:
 	}
 	send("cmd", "execute", map[string]any{"command": "echo still here", "timeout": 30})
 
-	results := map[string]wire.ToolResult{}
 	for len(results) < calls+2 {
-		select {
-		case ev, ok := <-s.conn.Events():
-			if !ok {
-				t.Fatalf("connection ended: %v", s.conn.Err())
-			}
-			switch ev.Type {
-			case wire.TypeSandboxExited, wire.TypeSandboxReplaced:
-				t.Fatalf("the agent died while the pids were held: %s %s", ev.Type, ev.Data)
-			case wire.TypeToolResult:
-				var r wire.ToolResult
-				if err := ev.Decode(&r); err != nil {
-					t.Fatal(err)
-				}
-				results[ev.ID] = r
-			}
-		case <-ctx.Done():
-			t.Fatalf("%d of %d results before the deadline: %v", len(results), calls+2, results)
-		}
+		nextPidsEvent(ctx, t, s, results)
 	}
 	if r := results["hold"]; !strings.Contains(r.Output, "holding") {
 		t.Errorf("the command holding the pids: %+v", r)
@@ -95,4 +89,30 @@ for p in kids:
 		t.Errorf("a command while the pids were held: %+v", r)
 	}
 	t.Logf("command while the pids were held: status %s err %q output %q", r.Status, r.Error, r.Output)
+}
+
+// nextPidsEvent returns s's next event, recording a tool_result in results
+// by id; it fails t when the agent died, the connection ended or ctx did.
+func nextPidsEvent(ctx context.Context, t *testing.T, s *session, results map[string]wire.ToolResult) wire.Envelope {
+	t.Helper()
+	select {
+	case ev, ok := <-s.conn.Events():
+		if !ok {
+			t.Fatalf("connection ended: %v", s.conn.Err())
+		}
+		switch ev.Type {
+		case wire.TypeSandboxExited, wire.TypeSandboxReplaced:
+			t.Fatalf("the agent died while the pids were held: %s %s", ev.Type, ev.Data)
+		case wire.TypeToolResult:
+			var r wire.ToolResult
+			if err := ev.Decode(&r); err != nil {
+				t.Fatal(err)
+			}
+			results[ev.ID] = r
+		}
+		return ev
+	case <-ctx.Done():
+		t.Fatalf("%d results before the deadline: %v", len(results), results)
+	}
+	return wire.Envelope{}
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/charmbracelet/x/vt"
 	"github.com/creack/pty"
@@ -112,7 +111,7 @@ func TestTerminalShareDetachReattach(t *testing.T) {
 	a.expect(sid, "live-9")
 
 	a.conn.Close() // the session outlives its opener
-	time.Sleep(200 * time.Millisecond)
+	waitFor(t, "the bridge to see the opener leave", func() bool { return e.threadInfo(b.conn.Thread()).Clients == 1 })
 	var info *wire.TerminalInfo
 	for _, s := range b.list() {
 		if s.Session == sid {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
+	"sync"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -18,21 +19,88 @@ import (
 // context detached from the caller's, which may already have ended.
 const cleanupTimeout = 30 * time.Second
 
+// createTimeout bounds the engine calls of one Create; see Create.
+const createTimeout = 2 * time.Minute
+
 // Create creates and starts a hardened sandbox for spec and returns its
 // state once the engine reports it started (not when its agent is ready).
 // When spec.WorkspaceVolume names a volume that does not exist, it is created
 // with spec.Labels. On any failure the container, and a volume this call
 // created, are removed before Create returns. Errors wrap
 // ErrEngineUnavailable or ErrImageNotFound where those apply.
+//
+// When ctx ends first, Create returns at once with ctx's error, but the
+// engine's work is not cut off halfway: an engine asked to create a
+// container finishes doing so even when its client goes away, and a create
+// abandoned then would leave a container whose id nobody knows (and a
+// workspace volume it holds). The work goes on in the background (at most
+// createTimeout, or until Close) and removes what it made. So a caller
+// that gives up never leaves a sandbox behind.
 func (d *Docker) Create(ctx context.Context, spec Spec) (Sandbox, error) {
-	sb, err := d.create(ctx, spec)
+	sb, err := d.createDetached(ctx, spec)
 	if err != nil {
 		return Sandbox{}, fmt.Errorf("create sandbox %s: %w", specName(spec), err)
 	}
 	return sb, nil
 }
 
-func (d *Docker) create(ctx context.Context, spec Spec) (sb Sandbox, err error) {
+// createDetached runs create on a context of its own (see Create). The
+// background goroutine is tracked by d.bg; Close ends and waits for it.
+func (d *Docker) createDetached(ctx context.Context, spec Spec) (Sandbox, error) {
+	if err := ctx.Err(); err != nil {
+		return Sandbox{}, d.mapErr(err, nil)
+	}
+	type result struct {
+		sb  Sandbox
+		err error
+	}
+	var (
+		mu        sync.Mutex
+		committed bool // create succeeded: its result is the caller's
+		abandoned bool // the caller left: create must undo itself
+		done      = make(chan result, 1)
+	)
+	// commit is create's last step: it hands the sandbox to the caller, or
+	// reports that the caller has left (create then removes it).
+	commit := func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if abandoned {
+			return ctx.Err()
+		}
+		committed = true
+		return nil
+	}
+	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
+	stop := context.AfterFunc(d.closing, cancel)
+	d.bg.Add(1)
+	go func() {
+		defer d.bg.Done()
+		defer cancel()
+		defer stop()
+		sb, err := d.create(ectx, spec, commit)
+		done <- result{sb, err}
+	}()
+	select {
+	case r := <-done:
+		return r.sb, r.err
+	case <-ctx.Done():
+	}
+	mu.Lock()
+	if committed { // finished just now: the result is on its way
+		mu.Unlock()
+		r := <-done
+		return r.sb, r.err
+	}
+	abandoned = true
+	mu.Unlock()
+	return Sandbox{}, d.mapErr(ctx.Err(), nil)
+}
+
+// create makes the sandbox on ctx (the engine's context). Its last step
+// is commit; when commit fails (the caller left), what create made is
+// removed.
+func (d *Docker) create(ctx context.Context, spec Spec, commit func() error) (sb Sandbox, err error) {
 	if spec.Image == "" {
 		return Sandbox{}, errors.New("spec has no image")
 	}
@@ -80,6 +148,10 @@ func (d *Docker) create(ctx context.Context, spec Spec) (sb Sandbox, err error) 
 	}
 	sb, err = d.Inspect(ctx, res.ID)
 	if err != nil {
+		return Sandbox{}, err
+	}
+	if err := commit(); err != nil {
+		log.Debug("sandbox started after its caller gave up; removing it")
 		return Sandbox{}, err
 	}
 	log.Debug("sandbox started", "image", spec.Image)

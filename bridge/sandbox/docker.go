@@ -91,6 +91,12 @@ type Docker struct {
 	init      bool
 	ws        *workspaces
 	closeOnce sync.Once
+
+	// closing ends when Close is called; bg tracks the creates that go on
+	// after their caller left (create.go), which Close waits for.
+	closing context.Context
+	stopAll context.CancelFunc
+	bg      sync.WaitGroup
 }
 
 var _ Manager = (*Docker)(nil)
@@ -116,7 +122,10 @@ func NewDocker(cfg DockerConfig) (*Docker, error) {
 		cli.Close()
 		return nil, err
 	}
+	closing, stopAll := context.WithCancel(context.Background())
 	return &Docker{
+		closing:  closing,
+		stopAll:  stopAll,
 		cli:      cli,
 		host:     cli.DaemonHost(),
 		log:      log.With("engine", cli.DaemonHost()),
@@ -142,11 +151,16 @@ func (d *Docker) Ping(ctx context.Context) error {
 	return fmt.Errorf("ping engine: %w", d.mapErr(err, nil))
 }
 
-// Close releases the engine connection. It is idempotent; the Docker must
-// not be used afterwards.
+// Close ends the creates still running after their callers left (they
+// remove what they made) and waits for them, then releases the engine
+// connection. It is idempotent; the Docker must not be used afterwards.
 func (d *Docker) Close() error {
 	var err error
-	d.closeOnce.Do(func() { err = d.cli.Close() })
+	d.closeOnce.Do(func() {
+		d.stopAll()
+		d.bg.Wait()
+		err = d.cli.Close()
+	})
 	return err
 }
 

@@ -269,3 +269,63 @@ func silentListener(t *testing.T) string {
 	t.Cleanup(func() { _ = ln.Close() })
 	return ln.Addr().String()
 }
+
+// TestCancelledCreateLeavesNothing: a caller that gives up while Create
+// runs (a client gone during thread creation) gets its context's error at
+// once, and nothing is left behind once the engine's work is over, whatever
+// it had done by then; a Create that finished first returned a sandbox
+// that is there. The cancel lands at moments spread over a Create's run.
+func TestCancelledCreateLeavesNothing(t *testing.T) {
+	e := newEnv(t)
+	for _, after := range []time.Duration{0, 5, 20, 50, 100, 200, 400} {
+		t.Run((after * time.Millisecond).String(), func(t *testing.T) {
+			spec := e.spec()
+			spec.Labels = map[string]string{testLabel: "1", runLabel: e.run + "-" + randHex(t)}
+			spec.WorkspaceVolume = "bwtest-ws-" + randHex(t)
+			ctx, cancel := context.WithCancel(e.ctx())
+			stop := time.AfterFunc(after*time.Millisecond, cancel)
+			defer stop.Stop()
+			sb, err := e.mgr.Create(ctx, spec)
+			mine := map[string]string{runLabel: spec.Labels[runLabel]}
+			list := func() ([]sandbox.Sandbox, []string) {
+				left, lerr := e.mgr.List(e.ctx(), mine)
+				vols, verr := e.mgr.ListVolumes(e.ctx(), mine)
+				if lerr != nil || verr != nil {
+					t.Fatalf("List: %v; ListVolumes: %v", lerr, verr)
+				}
+				return left, vols
+			}
+			left, vols := list()
+			if err == nil { // finished before the cancel
+				if len(left) != 1 || left[0].ID != sb.ID {
+					t.Errorf("Create succeeded but List = %+v", left)
+				}
+				if err := e.mgr.Remove(context.Background(), sb.ID); err != nil {
+					t.Error(err)
+				}
+				if err := e.mgr.RemoveVolume(context.Background(), spec.WorkspaceVolume); err != nil {
+					t.Error(err)
+				}
+				return
+			}
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("Create = %v, want context.Canceled", err)
+			}
+			// The engine's work may still be going on; it ends by removing
+			// what it made.
+			for deadline := time.Now().Add(waitTimeout); (len(left) != 0 || len(vols) != 0) && time.Now().Before(deadline); {
+				time.Sleep(50 * time.Millisecond)
+				left, vols = list()
+			}
+			if len(left) != 0 || len(vols) != 0 {
+				t.Errorf("a cancelled Create left sandboxes %+v and volumes %v", left, vols)
+				for _, sb := range left {
+					_ = e.mgr.Remove(context.Background(), sb.ID)
+				}
+				for _, v := range vols {
+					_ = e.mgr.RemoveVolume(context.Background(), v)
+				}
+			}
+		})
+	}
+}
