@@ -117,17 +117,7 @@ func (s *Server) acquireBox(ctx context.Context, o boxOptions, threadID string) 
 	if b, ok := s.boxes[key]; ok {
 		b.joining++
 		s.mu.Unlock()
-		select {
-		case <-b.ready:
-		case <-ctx.Done():
-			s.joined(b)
-			return nil, ctx.Err()
-		}
-		if b.err != nil {
-			s.joined(b)
-			return nil, b.err
-		}
-		if err := s.joinEgress(b, o.egress); err != nil { // egress_thread.go
+		if err := s.awaitBox(ctx, b, o); err != nil {
 			s.joined(b)
 			return nil, err
 		}
@@ -171,6 +161,20 @@ func (s *Server) acquireBox(ctx context.Context, o boxOptions, threadID string) 
 	}
 	close(b.ready)
 	return b, b.err
+}
+
+// awaitBox waits until b, made by another thread's start, is ready and
+// adds o's egress rules to it.
+func (s *Server) awaitBox(ctx context.Context, b *box, o boxOptions) error {
+	select {
+	case <-b.ready:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if b.err != nil {
+		return b.err
+	}
+	return s.joinEgress(b, o.egress) // egress_thread.go
 }
 
 // joined ends a thread's start in b, whether the thread registered or

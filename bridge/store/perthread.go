@@ -10,25 +10,9 @@ import (
 // Besides its events, a thread keeps small JSON records in buckets of
 // their own, one key per thread: its agent cursor (cursor.go) and its
 // requests in flight (inflight.go). They are queued through the writer
-// like events, so each is committed with or after the events queued
-// before it, and the newest one queued per thread wins.
-
-// enqueue queues it behind everything queued before it. It returns at
-// once unless the queue is full, then blocks like Append; after Close, or
-// for a deleted thread, it does nothing.
-func (s *Store) enqueue(it item) {
-	w := &s.w
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for !w.closed && len(w.queue) >= s.opt.QueueEvents {
-		w.cond.Wait()
-	}
-	if w.closed || w.gone.hasLocked(it.thread) {
-		return
-	}
-	w.queue = append(w.queue, it)
-	w.cond.Broadcast()
-}
+// like events (enqueue, writer.go), so each is committed with or after the
+// events queued before it, and the newest one queued per thread wins; after
+// Close, or for a deleted thread, they are dropped.
 
 // getJSON decodes the thread's value in bucket into v; found is false when
 // there is none.

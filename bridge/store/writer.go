@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -82,27 +83,34 @@ func (w *writer) syncer(interval time.Duration) {
 // the order of the Append calls. After Close, done gets an error at once;
 // for a thread deleted before the call, ErrDeleted.
 func (s *Store) Append(thread string, env wire.Envelope, done func(error)) {
+	if err := s.enqueue(item{thread: thread, env: env, done: done}); err != nil && done != nil {
+		done(fmt.Errorf("append to %s: %w", thread, err))
+	}
+}
+
+// errClosed is enqueue's refusal after Close.
+var errClosed = errors.New("store closed")
+
+// enqueue queues it behind everything queued before it. It returns at
+// once unless the queue is full, then blocks until the writer has room.
+// After Close it refuses it with errClosed, for a deleted thread with
+// ErrDeleted (gone.go).
+func (s *Store) enqueue(it item) error {
 	w := &s.w
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	for !w.closed && len(w.queue) >= s.opt.QueueEvents {
 		w.cond.Wait()
 	}
-	if w.closed || w.gone.hasLocked(thread) {
-		closed := w.closed
-		w.mu.Unlock()
-		if done == nil {
-			return
-		}
-		if closed {
-			done(fmt.Errorf("append to %s: store closed", thread))
-		} else {
-			done(fmt.Errorf("append to %s: %w", thread, ErrDeleted))
-		}
-		return
+	switch {
+	case w.closed:
+		return errClosed
+	case w.gone.hasLocked(it.thread):
+		return ErrDeleted
 	}
-	w.queue = append(w.queue, item{thread: thread, env: env, done: done})
+	w.queue = append(w.queue, it)
 	w.cond.Broadcast()
-	w.mu.Unlock()
+	return nil
 }
 
 // flush blocks until everything queued before it is written.
