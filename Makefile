@@ -46,8 +46,9 @@ lint:
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 
-## unit: every package's tests with the race detector (needs the engine)
-unit: engine
+## unit: every package's tests with the race detector (needs the engine and,
+## for bridge/sandbox, the base image: a clean machine has neither)
+unit: image
 	$(GO) test -race -count=1 ./...
 	$(GO) test -run '^$$' -fuzz '^FuzzReadMessage$$' -fuzztime 200000x -fuzzminimizetime 2000x ./bridge/wire
 
