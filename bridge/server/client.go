@@ -97,20 +97,32 @@ func (c *client) wakeUp() {
 	}
 }
 
-// writePump writes hello, then t's events after afterSeq by cursor —
-// from the thread's tail or the store, a batch at a time, so a client that
-// is behind never holds memory — interleaved with replies, terminal frames
-// and pings, until kicked or a write fails. It closes the connection when
-// it returns.
-func (c *client) writePump(t *thread, hello wire.Envelope, afterSeq uint64) {
+// greeting is what writePump sends first (ws.go: helloAnswer).
+type greeting struct {
+	hello    wire.Envelope
+	then     *wire.Envelope // sent right after hello, before any event, if set
+	afterSeq uint64         // the events that follow come after this seq
+}
+
+// writePump writes the greeting, then t's events after its afterSeq by
+// cursor — from the thread's tail or the store, a batch at a time, so a
+// client that is behind never holds memory — interleaved with replies,
+// terminal frames and pings, until kicked or a write fails. It closes the
+// connection when it returns.
+func (c *client) writePump(t *thread, g greeting) {
 	defer c.conn.Close()
 	ticker := time.NewTicker(pingPeriod)
 	defer ticker.Stop()
-	if err := writeEnvelope(c.conn, hello); err != nil {
-		c.log.Debug("write to client", "err", err)
-		return
+	for _, env := range []*wire.Envelope{&g.hello, g.then} {
+		if env == nil {
+			continue
+		}
+		if err := writeEnvelope(c.conn, *env); err != nil {
+			c.log.Debug("write to client", "err", err)
+			return
+		}
 	}
-	c.cursor = afterSeq
+	c.cursor = g.afterSeq
 	for {
 		wake := c.wake
 		if c.cursor < t.committedSeq() {

@@ -47,19 +47,17 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.log = c.log.With("thread", t.id)
-	answer := wire.MustNew(wire.TypeHello, t.id, helloEnv.ID, wire.Hello{
-		Version: wire.Version, Role: wire.RoleBridge, Software: s.cfg.Software, Thread: t.id,
-	})
 	if !t.attach(c) {
 		reject(conn, wire.ErrorEnvelope(t.id, helloEnv.ID, wire.CodeNotFound, "thread deleted"), closeNormal)
 		return
 	}
 	s.addClient(c)
 	c.log.Info("client attached", "after_seq", hello.AfterSeq)
+	greeting := helloAnswer(s.cfg.Software, t, helloEnv.ID, hello.AfterSeq)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		c.writePump(t, answer, hello.AfterSeq)
+		c.writePump(t, greeting)
 	}()
 	c.readPump(t)
 	c.kick(closeNormal, "", nil)
@@ -67,6 +65,26 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	t.detach(c)
 	s.removeClient(c)
 	c.log.Info("client detached")
+}
+
+// helloAnswer is what an attached client is sent first: the bridge's
+// hello, whose AfterSeq is the seq the events that follow come after. A
+// client's after_seq beyond the thread's last event (a log it never saw)
+// would miss every event up to it, so the events then follow from the log's
+// end, and an error of code seq_ahead (answering the hello) says so. The
+// client is attached already: no event committed after this is missed.
+func helloAnswer(software string, t *thread, helloID string, afterSeq uint64) greeting {
+	g := greeting{afterSeq: afterSeq}
+	if last := t.committedSeq(); afterSeq > last {
+		g.afterSeq = last
+		ahead := wire.ErrorEnvelope(t.id, helloID, wire.CodeSeqAhead,
+			"after_seq %d is ahead of the log (last seq %d): events follow from seq %d", afterSeq, last, last+1)
+		g.then = &ahead
+	}
+	g.hello = wire.MustNew(wire.TypeHello, t.id, helloID, wire.Hello{
+		Version: wire.Version, Role: wire.RoleBridge, Software: software, Thread: t.id, AfterSeq: g.afterSeq,
+	})
+	return g
 }
 
 // threadFor finds the thread a client's hello names, or creates one when it

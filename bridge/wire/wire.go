@@ -87,7 +87,10 @@ type Hello struct {
 	// in the answer, the thread the connection is bound to.
 	Thread string `json:"thread,omitempty"`
 	// AfterSeq is, from a client, the last event Seq it has seen; the answer
-	// is followed by every later event.
+	// is followed by every later event. In a bridge's answer it is the seq
+	// the events that follow come after: the client's after_seq, or the
+	// log's last seq when the client's was ahead of it (an error of code
+	// CodeSeqAhead follows the answer then).
 	AfterSeq uint64 `json:"after_seq,omitempty"`
 	// Posture is, from an agent, what it found about its confinement
 	// (see security.go); nil from other roles.
@@ -194,12 +197,16 @@ type Code string
 
 // Error codes.
 const (
-	CodeBadMessage         Code = "bad_message"
-	CodeUnknownType        Code = "unknown_type"
-	CodeTooLarge           Code = "too_large"
-	CodeVersionMismatch    Code = "version_mismatch"
-	CodeBusy               Code = "busy"
-	CodeNotFound           Code = "not_found"
+	CodeBadMessage      Code = "bad_message"
+	CodeUnknownType     Code = "unknown_type"
+	CodeTooLarge        Code = "too_large"
+	CodeVersionMismatch Code = "version_mismatch"
+	CodeBusy            Code = "busy"
+	CodeNotFound        Code = "not_found"
+	// CodeSeqAhead answers a hello whose after_seq is beyond the thread's
+	// last event: the connection stays, and events follow from the log's
+	// end (the hello answer's AfterSeq), not from the client's after_seq.
+	CodeSeqAhead           Code = "seq_ahead"
 	CodeUnauthorized       Code = "unauthorized"
 	CodeSandboxUnavailable Code = "sandbox_unavailable"
 	CodeEngineUnavailable  Code = "engine_unavailable"
