@@ -62,6 +62,11 @@ func (c *Conn) route(kind int, data []byte) (err error) {
 		c.log.Warn("ignoring frame", "err", err)
 		return nil
 	}
+	if isSeqAhead(env) {
+		// The bridge's log ends before our AfterSeq: its events follow from
+		// the seq its hello answer named, and are not repeats to drop.
+		c.lastSeq.Store(c.server.AfterSeq)
+	}
 	consumed := env.Type == wire.TypePong || (c.rcv != nil && c.rcv.Message(env))
 	if c.wake(env) || consumed {
 		return nil
@@ -70,6 +75,13 @@ func (c *Conn) route(kind int, data []byte) (err error) {
 		return fmt.Errorf("%w: more than %d unread", ErrSlowConsumer, cap(c.events))
 	}
 	return nil
+}
+
+// isSeqAhead reports whether env is the bridge's error saying the hello's
+// after_seq was ahead of the thread's log (sent before any event).
+func isSeqAhead(env wire.Envelope) bool {
+	var werr wire.Error
+	return env.Type == wire.TypeError && env.Seq == 0 && env.Decode(&werr) == nil && werr.Code == wire.CodeSeqAhead
 }
 
 // deliver puts env on c.events without waiting and advances LastSeq; it
