@@ -95,7 +95,8 @@ func (t *thread) fromAgent(env wire.Envelope) {
 		env.ID, connID = id, connOf(connID)
 	}
 	if env.Seq > 0 {
-		t.agentEvent(env) // resume.go: duplicates dropped, gaps reported
+		t.agentEvent(env)          // resume.go: duplicates dropped, gaps reported
+		t.replayPublished(env.Seq) // turnend.go
 		return
 	}
 	if env.Type == wire.TypeAccepted { // a request sent again that the agent ran already
@@ -103,6 +104,7 @@ func (t *thread) fromAgent(env wire.Envelope) {
 		return
 	}
 	if t.resumeAnswer(env) { // resume.go
+		t.noteResumed(env) // turnend.go
 		return
 	}
 	if env.Type == wire.TypeToolCheck { // approvals.go
@@ -146,6 +148,7 @@ func (t *thread) agentLost(l *agentLink, err error) {
 	if !stopped && t.reconnect() == nil { // replace.go: the sandbox still runs
 		return
 	}
+	t.endLostWork(msg) // turnend.go: the replacement runs none of it
 	if rerr := t.replace(ev); rerr != nil {
 		t.log.Error("replace sandbox", "err", rerr)
 		t.publish(wire.ErrorEnvelope(t.id, "", wire.CodeSandboxUnavailable, "%s; no replacement: %v", msg, rerr))

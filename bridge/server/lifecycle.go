@@ -146,6 +146,7 @@ func (t *thread) replacedLoss(l *agentLink) bool {
 	}
 	t.publish(wire.MustNew(wire.TypeSandboxExited, t.id, "", ev))
 	t.log.Warn("agent connection ended: sandbox replaced", "reason", ev.Reason)
+	t.endLostWork(ev.Message) // turnend.go: the replacement runs none of it
 	<-l.writerDone
 	if err := t.replace(ev); err != nil {
 		t.log.Error("replace sandbox", "err", err)

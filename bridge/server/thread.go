@@ -54,6 +54,7 @@ type thread struct {
 	link    *agentLink  // the current agent connection's state
 	cursor  agentCursor // where the log is in the agent's numbering (resume.go)
 	events  eventLog
+	open    openWork           // the turn and calls the log shows running (turnend.go)
 	clients map[string]*client // by connection id
 	closing bool
 }
@@ -70,8 +71,9 @@ func newThread(s *Server, id string, agent *websocket.Conn, res *resources, last
 		events:  newEventLog(last, s.cfg.MaxStoredOutput),
 		clients: make(map[string]*client),
 	}
-	t.loadCursor()   // resume.go
-	t.loadInflight() // inflight.go
+	t.open.loaded = last == 0 // turnend.go: a stored log is read when needed
+	t.loadCursor()            // resume.go
+	t.loadInflight()          // inflight.go
 	t.startLink(t.link)
 	return t
 }
@@ -171,6 +173,13 @@ func (t *thread) append(env wire.Envelope, done chan<- wire.Envelope) wire.Envel
 func (t *thread) appendOne(env wire.Envelope, done chan<- wire.Envelope) wire.Envelope {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.open.track(env) { // turnend.go: the bridge ended this work already
+		t.log.Info("dropped the old agent's answer for work the bridge ended", "type", env.Type)
+		if done != nil {
+			done <- env
+		}
+		return env
+	}
 	t.events.next++
 	env.Seq = t.events.next
 	stored := t.events.forStore(env)
