@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/boxwire/boxwire/agent/tools"
 	"github.com/boxwire/boxwire/bridge/wire"
@@ -38,6 +39,10 @@ type Config struct {
 	// in what the model is sent; zero means DefaultBudget. The
 	// conversation itself keeps them whole.
 	Budget int
+	// RetryFor bounds how long a model call that failed on the way to the
+	// endpoint, before any of its answer arrived, is made again (retry.go);
+	// zero means DefaultRetryFor, a negative value never retries.
+	RetryFor time.Duration
 	// Logger receives diagnostics; nil discards them.
 	Logger *slog.Logger
 	// Check, when set, is asked before each tool call runs (after its
@@ -57,6 +62,7 @@ type Loop struct {
 	system   string
 	maxSteps int
 	budget   int
+	retryFor time.Duration
 	log      *slog.Logger
 	check    func(context.Context, ToolCall) (bool, string)
 }
@@ -69,8 +75,12 @@ func New(cfg Config) *Loop {
 		system:   cfg.SystemPrompt,
 		maxSteps: cfg.MaxSteps,
 		budget:   cfg.Budget,
+		retryFor: cfg.RetryFor,
 		log:      cfg.Logger,
 		check:    cfg.Check,
+	}
+	if l.retryFor == 0 {
+		l.retryFor = DefaultRetryFor
 	}
 	if l.budget <= 0 {
 		l.budget = DefaultBudget
@@ -170,7 +180,7 @@ func (l *Loop) callModel(ctx context.Context, conv *Conversation, emit func(wire
 		Tools: l.defs,
 	}
 	var streamed strings.Builder
-	resp, err := l.model.Stream(ctx, req, func(delta string) {
+	resp, err := l.stream(ctx, req, func(delta string) { // retry.go
 		if delta == "" {
 			return
 		}
