@@ -2,10 +2,15 @@ package shell
 
 import (
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // waitLoop reaps the main process — once its pidfd says it exited, so no
@@ -22,9 +27,22 @@ func (p *Process) waitLoop(pidfd int) {
 		p.waitErr = err
 	}
 	close(p.exited)
+	testEvent("exited")
 	// Wake a read blocked with no deadline; the read loop then reads on
 	// with drain deadlines of its own.
 	_ = p.master.SetReadDeadline(time.Now())
+	testEvent("woke")
+}
+
+// testHook, when set (only by tests, through export_test.go), is called
+// at fixed points of the waiter and the reader so a test can force the
+// interleavings the scheduler produces under load.
+var testHook atomic.Pointer[func(event string)]
+
+func testEvent(event string) {
+	if h := testHook.Load(); h != nil {
+		(*h)(event)
+	}
 }
 
 func exitCode(ps *os.ProcessState) int {
@@ -39,37 +57,83 @@ func exitCode(ps *os.ProcessState) int {
 
 // readLoop copies the PTY output to p.out. It ends on EIO (every holder of
 // the terminal closed it), when the master is closed, or, once the main
-// process has exited, after drainIdle without output or drainMax in all.
-// Owned by Process; Wait and Close wait for it.
+// process has exited, when the terminal is empty and no output came for
+// drainIdle, or after drainMax once at least drainFloor bytes were read
+// since the exit. A read deadline never ends it by itself: the deadline
+// may be the waiter's wake-up, set after ours, so what the terminal still
+// holds is read without one first. Owned by Process; Wait and Close wait
+// for it.
 func (p *Process) readLoop() {
 	defer close(p.readDone)
 	buf := make([]byte, 32*1024)
 	out := p.out
-	var drainEnd time.Time // set once the main process has exited
+	var drainEnd, idleEnd time.Time // set once the main process has exited
+	var drained int                 // bytes read since then
 	for {
 		if drainEnd.IsZero() && p.hasExited() {
 			drainEnd = time.Now().Add(drainMax)
 		}
 		if !drainEnd.IsZero() {
-			_ = p.master.SetReadDeadline(minTime(time.Now().Add(drainIdle), drainEnd))
+			idleEnd = minTime(time.Now().Add(drainIdle), drainEnd)
+			_ = p.master.SetReadDeadline(idleEnd)
+			testEvent("armed")
 		}
 		n, err := p.master.Read(buf)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			n, err = p.readHeld(buf)
+		}
 		if n > 0 && out != nil {
 			if _, werr := out.Write(buf[:n]); werr != nil {
 				out = nil
 			}
 		}
-		if err == nil {
+		if err != nil {
+			return // EIO, or the master was closed
+		}
+		if drainEnd.IsZero() {
 			continue
 		}
-		if errors.Is(err, os.ErrDeadlineExceeded) && drainEnd.IsZero() {
-			// The waiter's wake-up deadline, set before we had seen the
-			// exit: read again with a deadline of our own so no buffered
-			// output is lost.
+		drained += n
+		now := time.Now()
+		if n > 0 && (now.Before(drainEnd) || drained < drainFloor) {
 			continue
 		}
-		return // EIO, deadline while draining, or the master was closed
+		if n == 0 && now.Before(idleEnd) {
+			continue // the waiter's wake-up, not our deadline
+		}
+		return // idle with the terminal empty, or past the limits
 	}
+}
+
+// readHeld reads what the terminal holds now, without waiting and whatever
+// the read deadline says; n is 0 and err nil when it holds nothing. The
+// kernel moves output still in flight into the terminal before it answers,
+// so "nothing" means nothing was written that has not been read.
+func (p *Process) readHeld(buf []byte) (int, error) {
+	rc, err := p.master.SyscallConn()
+	if err != nil {
+		return 0, fmt.Errorf("read pty: %w", err)
+	}
+	n, rerr := 0, error(nil)
+	if err := rc.Control(func(fd uintptr) {
+		for {
+			n, rerr = unix.Read(int(fd), buf)
+			if !errors.Is(rerr, unix.EINTR) {
+				return
+			}
+		}
+	}); err != nil {
+		return 0, fmt.Errorf("read pty: %w", err)
+	}
+	switch {
+	case errors.Is(rerr, unix.EAGAIN):
+		return 0, nil
+	case rerr != nil:
+		return 0, fmt.Errorf("read pty: %w", rerr)
+	case n == 0:
+		return 0, io.EOF
+	}
+	return n, nil
 }
 
 func (p *Process) hasExited() bool {

@@ -33,12 +33,16 @@ const (
 )
 
 // After the main process exits, output is still read until the PTY reports
-// that every holder of the terminal has closed it (EIO), until no output
-// came for drainIdle, or for drainMax at most: a background child that keeps
-// the terminal open cannot hold Wait hostage.
+// that every holder of the terminal has closed it (EIO), until the terminal
+// is empty and no output came for drainIdle, or for drainMax once at least
+// drainFloor bytes were read: a background child that keeps the terminal
+// open cannot hold Wait hostage, and none of what the main process wrote is
+// lost, however slow Output is. drainFloor is more than a terminal holds
+// (64 KiB of the kernel's buffers plus the line discipline's 4 KiB).
 const (
-	drainIdle = 200 * time.Millisecond
-	drainMax  = 2 * time.Second
+	drainIdle  = 200 * time.Millisecond
+	drainMax   = 2 * time.Second
+	drainFloor = 128 << 10
 )
 
 // ErrClosed is the cause Wait reports when Close stopped the process.
