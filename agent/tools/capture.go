@@ -37,8 +37,10 @@ func (c *capture) Write(p []byte) (int, error) {
 		p = p[k:]
 	}
 	c.tail = append(c.tail, p...)
-	if len(c.tail) > 2*c.tailCap { // amortize: trim only now and then
-		c.tail = append(c.tail[:0], c.tail[len(c.tail)-c.tailCap:]...)
+	if len(c.tail) > 2*c.tailCap+1 { // amortize: trim only now and then
+		// Keep one byte more than the tail: it says whether the tail
+		// begins a line.
+		c.tail = append(c.tail[:0], c.tail[len(c.tail)-c.tailCap-1:]...)
 	}
 	return n, nil
 }
@@ -52,30 +54,61 @@ func (c *capture) totalLines() int64 {
 	return c.lines
 }
 
-// text returns the captured text with a marker where bytes were left out,
-// naming where the full output is when full is not empty; and whether
-// anything was left out.
+// text returns the captured text and whether anything was left out. When
+// something was, the head ends and the tail begins on a line boundary, and a
+// marker between them says how many lines and bytes were left out, naming
+// where the full output is when full is not empty. A line longer than a
+// half of the limit has no boundary to cut at: it is cut on a character
+// boundary, and the marker says so.
 func (c *capture) text(full string) (string, bool) {
-	tail := c.tail
+	tail, prev := c.tail, byte('\n') // prev: the byte before tail
 	if len(tail) > c.tailCap {
-		tail = tail[len(tail)-c.tailCap:]
+		prev, tail = tail[len(tail)-c.tailCap-1], tail[len(tail)-c.tailCap:]
 	}
-	omitted := c.total - int64(len(c.head)) - int64(len(tail))
-	if omitted == 0 {
+	if c.total == int64(len(c.head))+int64(len(tail)) {
 		return strings.ToValidUTF8(string(c.head)+string(tail), "\uFFFD"), false
 	}
-	head := trimPartialRune(c.head)
-	for len(tail) > 0 && !utf8.RuneStart(tail[0]) {
-		tail = tail[1:]
+	head, midLine := c.head, false
+	if i := bytes.LastIndexByte(head, '\n'); i >= 0 {
+		head = head[:i+1]
+	} else {
+		head, midLine = trimPartialRune(head), true
 	}
-	omitted = c.total - int64(len(head)) - int64(len(tail))
-	where := ""
+	if prev != '\n' {
+		if i := bytes.IndexByte(tail, '\n'); i >= 0 {
+			tail = tail[i+1:]
+		} else {
+			midLine = true
+		}
+	}
+	if midLine {
+		for len(tail) > 0 && !utf8.RuneStart(tail[0]) {
+			tail = tail[1:]
+		}
+	}
+	omitted := c.total - int64(len(head)) - int64(len(tail))
+	lines := c.lines - int64(bytes.Count(head, []byte{'\n'})) - int64(bytes.Count(tail, []byte{'\n'}))
+	note := ""
+	if midLine {
+		note = ", cutting a line too long to show whole"
+	}
 	if full != "" {
-		where = "; the full output is in " + full
+		note += "; the full output is in " + full
 	}
-	return fmt.Sprintf("%s\n... [%d bytes omitted%s] ...\n%s",
-		strings.ToValidUTF8(string(head), "\uFFFD"), omitted, where,
+	sep := "\n"
+	if len(head) == 0 || head[len(head)-1] == '\n' {
+		sep = ""
+	}
+	return fmt.Sprintf("%s%s... [%d %s, %d bytes omitted%s] ...\n%s",
+		strings.ToValidUTF8(string(head), "\uFFFD"), sep, lines, plural(lines, "line", "lines"), omitted, note,
 		strings.ToValidUTF8(string(tail), "\uFFFD")), true
+}
+
+func plural(n int64, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // trimPartialRune drops an incomplete UTF-8 character from the end of b.

@@ -196,10 +196,16 @@ func TestExecuteTruncates(t *testing.T) {
 	if !strings.HasSuffix(tail, "1999\n2000\n") {
 		t.Errorf("tail ends %q", tail[len(tail)-20:])
 	}
-	omitted, _, _ := strings.Cut(tail, " bytes omitted; the full output is in "+res.OutputPath+"] ...\n")
-	n, err := strconv.Atoi(omitted)
-	if err != nil || n != full.Len()-1000 {
-		t.Errorf("marker says %q bytes omitted, want %d", omitted, full.Len()-1000)
+	// Whole lines only, and the marker counts what is between them.
+	head += "\n" // the head's last newline began the marker
+	marker, tail, _ := strings.Cut(tail, "] ...\n")
+	if !strings.HasSuffix(head, "\n") || !strings.HasPrefix(full.String()[len(full.String())-len(tail)-1:], "\n") {
+		t.Errorf("a line was cut: head ends %q, tail begins %q", head[len(head)-5:], tail[:5])
+	}
+	omitted := full.String()[len(head) : full.Len()-len(tail)]
+	want := fmt.Sprintf("%d lines, %d bytes omitted; the full output is in %s", strings.Count(omitted, "\n"), len(omitted), res.OutputPath)
+	if marker != want {
+		t.Errorf("marker %q, want %q", marker, want)
 	}
 	if len(res.Output) > 1000+200 {
 		t.Errorf("output is %d bytes for a limit of 1000", len(res.Output))

@@ -50,3 +50,15 @@ func GatedNames(s *Set) []string {
 	}
 	return names
 }
+
+// Capture writes each of chunks to a capture of limit bytes and returns its
+// text (naming full as the full output's file), whether it was cut, and its
+// line count. For tests of the capture.
+func Capture(limit int, full string, chunks ...string) (string, bool, int64) {
+	c := newCapture(limit)
+	for _, ch := range chunks {
+		_, _ = c.Write([]byte(ch))
+	}
+	text, cut := c.text(full)
+	return text, cut, c.totalLines()
+}

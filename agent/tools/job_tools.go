@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -78,7 +79,7 @@ func (j *job) output(since *int64) Result {
 		from = min(*since, total)
 	}
 	n := min(total-from, int64(j.limit))
-	text, ok := readAt(path, from, n)
+	text, from, n, ok := readLines(path, from, n, total, since == nil)
 	if !ok && since == nil {
 		text, from, n = tail, max(total-int64(len(tail)), 0), int64(len(tail))
 	} else if !ok {
@@ -95,23 +96,53 @@ func (j *job) output(since *int64) Result {
 	return res
 }
 
+// readLines reads n bytes at off from the file at path (of total bytes),
+// moved to line boundaries where the page holds one to move to: the end
+// back to the last newline unless the page reaches the end of the output,
+// and, with alignStart, the start past the first newline unless off begins
+// a line. It returns the text and the offset and length it covers.
+func readLines(path string, off, n, total int64, alignStart bool) (string, int64, int64, bool) {
+	extra := int64(0) // the byte before off, to know whether off begins a line
+	if alignStart && off > 0 {
+		extra = 1
+	}
+	b, ok := readAt(path, off-extra, n+extra)
+	if !ok {
+		return "", off, n, false
+	}
+	if extra == 1 {
+		prev := b[0]
+		b = b[1:]
+		if i := bytes.IndexByte(b, '\n'); prev != '\n' && i >= 0 && i+1 < len(b) {
+			off, b = off+int64(i+1), b[i+1:]
+		}
+	}
+	if off+int64(len(b)) < total && len(b) > 0 && b[len(b)-1] != '\n' {
+		if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
+			b = b[:i+1]
+		}
+	}
+	b = trimPartialRune(b)
+	n = int64(len(b))
+	return strings.ToValidUTF8(string(b), "\uFFFD"), off, n, true
+}
+
 // readAt reads n bytes at off from the file at path.
-func readAt(path string, off, n int64) (string, bool) {
+func readAt(path string, off, n int64) ([]byte, bool) {
 	if path == "" {
-		return "", false
+		return nil, false
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return "", false
+		return nil, false
 	}
 	defer f.Close()
 	buf := make([]byte, n)
 	k, err := f.ReadAt(buf, off)
 	if err != nil && err != io.EOF || int64(k) < n {
-		return "", false
+		return nil, false
 	}
-	b := trimPartialRune(buf[:k])
-	return strings.ToValidUTF8(string(b), "\uFFFD"), true
+	return buf[:k], true
 }
 
 // state returns the job's status and, once it ended, its exit code.

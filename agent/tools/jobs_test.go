@@ -1,6 +1,7 @@
 package tools_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -191,5 +192,44 @@ func TestOutputDirBounded(t *testing.T) {
 	}
 	if _, err := os.Stat(paths[0]); err == nil {
 		t.Error("oldest output file was kept")
+	}
+}
+
+// job_output pages by whole lines: the latest page starts at a line, and a
+// page with more after it ends at one, so paging on with next since never
+// shows a piece of a line as if it were a line.
+func TestJobOutputPagesWholeLines(t *testing.T) {
+	// 999: no page boundary of the plain byte count falls between lines.
+	set, _ := newSet(t, tools.Config{OutputLimit: 999})
+	res := call(t, set, "execute", map[string]any{"command": "seq 1 3000", "background": true})
+	if res.JobID == "" {
+		t.Fatalf("result = %+v", res)
+	}
+	awaitJobEnd(t, set, res.JobID)
+	full := seqLines(3000)
+	checkPage := func(out tools.Result) (from, to int) {
+		t.Helper()
+		text, trailer, ok := strings.Cut(out.Output, "[job ")
+		var total, next int
+		if _, err := fmt.Sscanf(trailer[strings.Index(trailer, "bytes "):], "bytes %d-%d of %d; next since=%d]", &from, &to, &total, &next); !ok || err != nil {
+			t.Fatalf("no trailer in %q: %v", out.Output, err)
+		}
+		if text != full[from:to] || (from > 0 && full[from-1] != '\n') || (to < len(full) && full[to-1] != '\n') {
+			t.Fatalf("page %d-%d is not whole lines of the output: %q", from, to, text)
+		}
+		return from, to
+	}
+	if from, to := checkPage(call(t, set, "job_output", map[string]any{"id": res.JobID})); to != len(full) || to-from > 999 {
+		t.Errorf("latest page is %d-%d of %d", from, to, len(full))
+	}
+	for since, pages := 0, 0; since < len(full); pages++ {
+		if pages > len(full)/500 {
+			t.Fatalf("paging did not get on: since=%d", since)
+		}
+		from, to := checkPage(call(t, set, "job_output", map[string]any{"id": res.JobID, "since": since}))
+		if from != since || to <= from {
+			t.Fatalf("since=%d gave %d-%d", since, from, to)
+		}
+		since = to
 	}
 }
