@@ -3,7 +3,6 @@ package shell
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -11,17 +10,33 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// sysRead is the syscall number of read(2) as /proc/PID/syscall shows it
-// on the architectures the agent is built for (amd64 and arm64 use 0 and
-// 63).
-var sysRead = map[string]int64{"amd64": 0, "arm64": 63}
+// The ways a program can wait for its terminal, as /proc/PID/syscall
+// numbers them on the architectures the agent is built for (arm64 has only
+// the p- and epoll_pwait forms).
+const (
+	waitRead = iota + 1
+	waitSelect
+	waitPoll
+	waitEpoll
+)
+
+var waitSyscalls = map[string]map[int64]int{
+	"amd64": {0: waitRead, 23: waitSelect, 270: waitSelect, 7: waitPoll, 271: waitPoll,
+		232: waitEpoll, 281: waitEpoll, 441: waitEpoll},
+	"arm64": {63: waitRead, 72: waitSelect, 73: waitPoll, 22: waitEpoll, 441: waitEpoll},
+}[runtime.GOARCH]
 
 // AwaitingInput reports whether a process of the terminal's foreground
-// process group is blocked reading from the terminal: the sign that a
-// command waits for someone to type (a password prompt, a `read` from
-// /dev/tty). It looks at the foreground group (tcgetpgrp on the master) and
-// at each member's /proc/PID/syscall (a read on a descriptor that is this
-// terminal) or, when that file cannot be read, /proc/PID/wchan. While the
+// process group is blocked waiting to read from the terminal: the sign that
+// a command waits for someone to type (a password prompt, a `read` from
+// /dev/tty, a Python select or a Node readline). It looks at the foreground
+// group (tcgetpgrp on the master) and at each thread of each member: its
+// /proc/PID/task/TID/syscall shows a read(2) on a descriptor that is this
+// terminal, a select or poll whose descriptors include it for reading (read
+// from /proc/PID/mem), or an epoll wait whose epoll set holds it for reading
+// (/proc/PID/fdinfo). When the syscall file cannot be read it falls back to
+// /proc/PID/wchan. A program that only sleeps, or waits on other files, is
+// not awaiting input. While the
 // terminal still holds output the readers of Output have not been given
 // (the prompt, say) it reports false. It does not block and is safe for
 // concurrent use; it reports false once the process has been closed.
@@ -31,7 +46,7 @@ func (p *Process) AwaitingInput() bool {
 		return false
 	}
 	for _, pid := range groupMembers(pgrp) {
-		if readingTTY(pid, p.ttyName) {
+		if waitingOnTTY(pid, p.ttyName) {
 			// What the program wrote before it began to read (its
 			// prompt) must have left the terminal for Output first.
 			return !p.outputPending()
@@ -108,31 +123,4 @@ func groupMembers(pgrp int) []int {
 		}
 	}
 	return pids
-}
-
-// readingTTY reports whether pid is blocked in read(2) on tty.
-func readingTTY(pid int, tty string) bool {
-	sc, err := os.ReadFile(fmt.Sprintf("/proc/%d/syscall", pid))
-	if err != nil {
-		wchan, err := os.ReadFile(fmt.Sprintf("/proc/%d/wchan", pid))
-		return err == nil && strings.TrimSpace(string(wchan)) == "wait_woken"
-	}
-	f := strings.Fields(string(sc))
-	if len(f) < 2 {
-		return false // "running" or no syscall
-	}
-	nr, err := strconv.ParseInt(f[0], 10, 64)
-	if want, ok := sysRead[runtime.GOARCH]; err != nil || !ok || nr != want {
-		return false
-	}
-	fd, err := strconv.ParseInt(strings.TrimPrefix(f[1], "0x"), 16, 64)
-	if err != nil {
-		return false
-	}
-	target, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%d", pid, fd))
-	if err != nil {
-		return false
-	}
-	return target == tty || (tty == "" && strings.HasPrefix(target, "/dev/pts/")) ||
-		filepath.Clean(target) == "/dev/tty"
 }
