@@ -217,12 +217,9 @@ func (c *conn) terminal(env wire.Envelope) {
 			fail(err)
 			return
 		}
-		s, err := reg.Open(o)
-		if err != nil {
+		if _, err := reg.Open(o, c, env.ID); err != nil { // c watches from the first byte
 			fail(err)
-			return
 		}
-		s.Attach(c, env.ID)
 	case wire.TypeTerminalList:
 		c.reply(wire.MustNew(wire.TypeTerminalSessions, name, env.ID, wire.TerminalSessions{Sessions: reg.List()}))
 	case wire.TypeTerminalAttach, wire.TypeTerminalDetach, wire.TypeTerminalClose, wire.TypeTerminalResize, wire.TypeTerminalSignal:

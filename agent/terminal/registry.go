@@ -105,8 +105,11 @@ func defaultShell() []string {
 }
 
 // Open starts a session for o (see wire.TerminalOpen for the defaults). It
-// returns once the process runs; nobody watches it yet (see Attach).
-func (r *Registry) Open(o wire.TerminalOpen) (*Session, error) {
+// returns once the process runs. A non-nil opener watches it from its first
+// byte: it gets the terminal_attached answer (with id) before the process
+// can print anything, then every byte of output. With a nil opener nobody
+// watches it yet (see Attach).
+func (r *Registry) Open(o wire.TerminalOpen, opener Sink, id string) (*Session, error) {
 	cmd := o.Command
 	if len(cmd) == 0 {
 		cmd = r.cfg.Shell
@@ -128,37 +131,46 @@ func (r *Registry) Open(o wire.TerminalOpen) (*Session, error) {
 		return nil, ErrClosed
 	}
 	r.next++
-	id := "term_" + strconv.Itoa(r.next)
+	sid := "term_" + strconv.Itoa(r.next)
 	r.mu.Unlock()
 
 	s := &Session{
-		id: id, r: r, command: cmd, scr: newScreen(cols, rows),
+		id: sid, r: r, command: cmd, scr: newScreen(cols, rows),
 		sinks: map[Sink]struct{}{}, cols: cols, rows: rows, active: time.Now(),
 		done: make(chan struct{}), drained: make(chan struct{}),
 	}
+	// Output waits for outMu until the opener watches: no byte goes to
+	// nobody.
+	s.outMu.Lock()
 	proc, err := shell.Start(r.ctx, shell.Spec{
 		Command: cmd, Dir: dir, Env: r.env(o.Env), Cols: cols, Rows: rows, Output: output{s},
 	})
 	if err != nil {
+		s.outMu.Unlock()
 		return nil, fmt.Errorf("open terminal: %w", err)
 	}
 	s.proc = proc
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
+		s.outMu.Unlock()
 		_ = proc.Close()
 		return nil, ErrClosed
 	}
-	r.sessions[id] = s
+	r.sessions[sid] = s
 	r.wg.Add(2)
 	r.mu.Unlock()
+	if opener != nil {
+		s.attachLocked(opener, id)
+	}
+	s.outMu.Unlock()
 	go s.wait()
 	go func() {
 		defer r.wg.Done()
 		s.scr.run(s.drained)
 		<-s.drained
 	}()
-	r.log.Info("terminal opened", "session", id, "command", cmd, "cols", cols, "rows", rows)
+	r.log.Info("terminal opened", "session", sid, "command", cmd, "cols", cols, "rows", rows)
 	return s, nil
 }
 

@@ -186,6 +186,11 @@ func (s *Session) infoLocked() wire.TerminalInfo {
 func (s *Session) Attach(k Sink, id string) {
 	s.outMu.Lock()
 	defer s.outMu.Unlock()
+	s.attachLocked(k, id)
+}
+
+// attachLocked is Attach with outMu held.
+func (s *Session) attachLocked(k Sink, id string) {
 	s.mu.Lock()
 	if !s.exited {
 		s.sinks[k] = struct{}{}

@@ -117,7 +117,7 @@ func newRegistry(t *testing.T, cfg terminal.Config) *terminal.Registry {
 
 func open(t *testing.T, r *terminal.Registry, o wire.TerminalOpen) *terminal.Session {
 	t.Helper()
-	s, err := r.Open(o)
+	s, err := r.Open(o, nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,11 +299,11 @@ func TestRegistryErrors(t *testing.T) {
 	if _, err := r.Get("term_9"); err == nil {
 		t.Error("unknown session found")
 	}
-	if _, err := r.Open(wire.TerminalOpen{Command: []string{"/no/such/program"}}); err == nil {
+	if _, err := r.Open(wire.TerminalOpen{Command: []string{"/no/such/program"}}, nil, ""); err == nil {
 		t.Error("opened a missing program")
 	}
 	r.Close()
-	if _, err := r.Open(wire.TerminalOpen{Command: []string{"true"}}); err == nil {
+	if _, err := r.Open(wire.TerminalOpen{Command: []string{"true"}}, nil, ""); err == nil {
 		t.Error("opened after Close")
 	}
 }
