@@ -16,8 +16,8 @@ RUN apt-get update \
 
 RUN groupadd --gid 1000 boxwire \
  && useradd --uid 1000 --gid 1000 --create-home --shell /bin/bash boxwire \
- && mkdir -p /workspace /run/boxwire \
- && chown boxwire:boxwire /workspace /run/boxwire
+ && mkdir -p /workspace /run/boxwire /run/boxwire-agent \
+ && chown boxwire:boxwire /workspace
 
 ENV LANG=C.UTF-8 \
     BOXWIRE_WORKSPACE=/workspace

@@ -14,7 +14,7 @@ IMAGE_LABELS := --label org.opencontainers.image.version=$(VERSION) --label io.b
 
 export BOXWIRE_IMAGE := $(IMAGE)
 
-.PHONY: all build agent image engine test unit e2e lint demo bench stress clean
+.PHONY: all build agent image engine test unit e2e security lint demo bench stress clean
 
 all: build
 
@@ -55,6 +55,11 @@ unit: image
 ## e2e: end-to-end tests on the real engine with the real image
 e2e: image
 	BOXWIRE_E2E=1 $(GO) test -race -count=1 -timeout $(E2E_TIMEOUT) -v ./e2e/... 2>&1 | \
+	  awk -f e2e/filter.awk ; exit $${PIPESTATUS[0]}
+
+## security: the security e2e tests alone, under runc and gVisor's runsc (make e2e runs them too)
+security: image
+	BOXWIRE_E2E=1 $(GO) test -race -count=1 -timeout $(E2E_TIMEOUT) -v -run '^(TestSecurity|TestThreadUnderRunsc)' ./e2e/ 2>&1 | \
 	  awk -f e2e/filter.awk ; exit $${PIPESTATUS[0]}
 
 ## stress: the unit suite RUNS times (default 10), every other run under CPU load, to find flaky tests

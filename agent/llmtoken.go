@@ -5,9 +5,9 @@ import (
 	"sync/atomic"
 )
 
-// llmToken is the sandbox's LLM proxy token: BOXWIRE_LLM_TOKEN, or, in a
-// sandbox the bridge started for its warm pool, the token its claim brings
-// (docs/pool.md). It is safe for concurrent use.
+// llmToken is the sandbox's LLM proxy token, which the bridge's claim
+// brings (docs/pool.md; older bridges set BOXWIRE_LLM_TOKEN). It is safe
+// for concurrent use.
 type llmToken struct {
 	v    atomic.Pointer[string]
 	next http.RoundTripper

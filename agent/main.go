@@ -47,6 +47,9 @@ func main() {
 // run parses flags (defaults from getenv, options.go), then serves until
 // ctx ends.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if err := hideFromCommands(); err != nil { // secrets.go: before any secret is read
+		return err
+	}
 	o, err := parseOptions(args, getenv, stderr)
 	if err != nil {
 		return err
@@ -65,10 +68,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		log.Info("threads reserved", "threads", n)
 	}
 
-	llm := loop.OpenAIConfig{BaseURL: getenv("OPENAI_BASE_URL"), APIKey: getenv("OPENAI_API_KEY"), Model: o.model}
+	apiKey, err := secret(getenv, "OPENAI_API_KEY")
+	if err != nil {
+		return err
+	}
+	llm := loop.OpenAIConfig{BaseURL: getenv("OPENAI_BASE_URL"), APIKey: apiKey, Model: o.model}
 	tok := &llmToken{} // this sandbox's proxy token, not a model key (llmtoken.go)
 	if o.llmSocket != "" {
-		tok.set(getenv("BOXWIRE_LLM_TOKEN")) // pooled sandboxes get theirs from the bridge's claim
+		// The bridge hands the token over in its claim; older bridges set
+		// BOXWIRE_LLM_TOKEN.
+		tok.set(getenv("BOXWIRE_LLM_TOKEN"))
 		llm.HTTPClient = tok.client(loop.UnixSocketClient(o.llmSocket))
 	}
 	egressEnv, stopEgress, err := startEgress(ctx, getenv("BOXWIRE_EGRESS_SOCKET"), log)

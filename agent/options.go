@@ -49,7 +49,11 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.listen, "listen", env("BOXWIRE_LISTEN", "0.0.0.0:8080"), "unix:/path or host:port ($BOXWIRE_LISTEN)")
-	fs.StringVar(&o.token, "token", getenv("BOXWIRE_TOKEN"), "bearer token clients must send; required on TCP ($BOXWIRE_TOKEN)")
+	token, err := secret(getenv, "BOXWIRE_TOKEN") // secrets.go
+	if err != nil {
+		return options{}, err
+	}
+	fs.StringVar(&o.token, "token", token, "bearer token clients must send; required on TCP ($BOXWIRE_TOKEN, or a file named by $BOXWIRE_TOKEN_FILE)")
 	fs.StringVar(&o.workspace, "workspace", env("BOXWIRE_WORKSPACE", "/workspace"), "the directory the tools work in ($BOXWIRE_WORKSPACE)")
 	fs.StringVar(&o.model, "model", env("BOXWIRE_MODEL", loop.DefaultModel), "model name ($BOXWIRE_MODEL)")
 	fs.StringVar(&o.llmSocket, "llm-socket", getenv("BOXWIRE_LLM_SOCKET"), "unix socket of the bridge's LLM proxy ($BOXWIRE_LLM_SOCKET)")

@@ -23,6 +23,7 @@ import (
 type options struct {
 	listen, token, image, dataDir, model, id string
 	images, runtimes                         []string
+	allowedHosts                             []string // Host names served besides IPs and localhost
 	runtime, seccomp                         string
 	maxSandboxes                             int
 	pool                                     int           // warm pool size per image (docs/pool.md)
@@ -78,6 +79,7 @@ func parseOptions(name string, args []string, getenv func(string) string) (optio
 	fs.DurationVar(&o.storeSync, "store-sync", envDur(getenv, "BOXWIRE_STORE_SYNC", 100*time.Millisecond), "fsync the event store at most this often; 0: before every event is sent (slower; survives power loss)")
 	fs.IntVar(&o.logOutputCap, "log-output-cap", envInt(getenv, "BOXWIRE_LOG_OUTPUT_CAP", 0), "tool_output bytes of one call kept in the log; the rest stays in the sandbox's output file (0: 256 KiB)")
 	fs.BoolVar(&o.init, "init", getenv("BOXWIRE_INIT") == "1", "run the engine's init as PID 1 (for images without one)")
+	allowedHosts := fs.String("allowed-hosts", getenv("BOXWIRE_ALLOWED_HOSTS"), "comma-separated host names clients may reach the bridge by, besides IP addresses and localhost (* for any; others get 421, against DNS rebinding)")
 	wsSize := fs.String("workspace-size", env("BOXWIRE_WORKSPACE_SIZE", "10GiB"), "size cap of each /workspace, e.g. 10GiB (a sparse ext4 image on a loop device; needs root on the engine's host); 0: uncapped")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -90,6 +92,7 @@ func parseOptions(name string, args []string, getenv func(string) string) (optio
 		return o, fmt.Errorf("--workspace-size %s: want 0 (uncapped) or at least %d MiB", *wsSize, sandbox.MinWorkspaceBytes>>20)
 	}
 	o.images, o.runtimes = splitList(*images), splitList(*runtimes)
+	o.allowedHosts = splitList(*allowedHosts)
 	o.egressThreadMax = splitList(*egressThreadMax)
 	o.limits.NanoCPUs = int64(*cpus * 1e9)
 	return o, nil
@@ -119,8 +122,8 @@ func (o options) server(mgr sandbox.Manager, getenv func(string) string, log *sl
 		Images: o.images, Runtime: o.runtime, Runtimes: o.runtimes, MaxSandboxes: o.maxSandboxes, Pool: o.pool, PoolIdle: o.poolIdle,
 		IdleTTL: o.idleTTL, MaxLifetime: o.maxLifetime, ReapInterval: o.reapInterval,
 		ThreadTTL: o.threadTTL, RecycleGrace: o.recycleGrace,
-		MaxUploadBytes: o.maxUpload,
-		Retention:      o.retention, MaxStoredOutput: o.logOutputCap, StoreSync: o.storeSync,
+		MaxUploadBytes: o.maxUpload, AllowedHosts: o.allowedHosts,
+		Retention: o.retention, MaxStoredOutput: o.logOutputCap, StoreSync: o.storeSync,
 		EgressThreadMax: o.egressThreadMax, // docs/egress-thread.md
 	}
 	if err := applySecurity(&cfg, getenv); err != nil {

@@ -53,7 +53,7 @@ func TestBenchmarks(t *testing.T) {
 // agentSocket is the agent's own socket of a thread, which the bridge
 // dials; a client may dial it too (same protocol, no bridge).
 func (e *env) agentSocket(thread string) string {
-	return filepath.Join(e.dataDir, "run", thread, "agent.sock")
+	return filepath.Join(e.dataDir, "agent", thread, "agent.sock")
 }
 
 // benchRelay: a no-op protocol round trip (ping → pong, answered by the

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/boxwire/boxwire/bridge/boxdir"
 	"github.com/boxwire/boxwire/bridge/sandbox"
 	"github.com/boxwire/boxwire/bridge/wire"
 	"github.com/boxwire/boxwire/client/chat"
@@ -288,6 +289,7 @@ func (e *env) removeLeftovers() {
 		e.engine.RemoveVolume(ctx, v) // and its workspace image and loop device
 	}
 	e.engine.CollectWorkspaces(ctx)
+	_ = boxdir.RemoveAll(e.dataDir) // the sandboxes' folders: the agent folders are tmpfs mounts
 }
 
 // session is one client connection.

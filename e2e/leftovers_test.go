@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -15,8 +16,9 @@ import (
 // volume (labelled with one of this run's bridge ids, or an unlabelled
 // boxwire-ws-* volume that was not there before the run: the engine makes
 // one without labels when a mount names a volume that is gone), no loop
-// device backed by a file in one of this run's data folders. A leak fails
-// the run, and the leftovers are then removed.
+// device backed by a file in one of this run's data folders, no mount (an
+// agent folder's tmpfs) under one of them. A leak fails the run, and the
+// leftovers are then removed.
 
 // runs records this run's bridge ids and data folders.
 var runs struct {
@@ -85,8 +87,27 @@ func leftovers(before []string) ([]string, error) {
 		for _, d := range devs {
 			left = append(left, "loop "+d+" "+dir)
 		}
+		for _, m := range mountsUnder(dir) {
+			left = append(left, "mount "+m)
+		}
 	}
 	return left, nil
+}
+
+// mountsUnder lists the mount points below dir (/proc/self/mountinfo's
+// fifth field; paths with spaces are escaped there and never ours).
+func mountsUnder(dir string) []string {
+	raw, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for line := range strings.Lines(string(raw)) {
+		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
+			out = append(out, f[4])
+		}
+	}
+	return out
 }
 
 // removeLeftover deletes one entry of leftovers.
@@ -99,5 +120,7 @@ func removeLeftover(obj string) {
 		_ = exec.Command("docker", "volume", "rm", "--force", f[1]).Run()
 	case "loop":
 		_ = exec.Command("losetup", "--detach", f[1]).Run()
+	case "mount":
+		_ = exec.Command("umount", "--lazy", f[1]).Run()
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -290,11 +289,9 @@ func TestEngineOutageAndRecovery(t *testing.T) {
 	}
 }
 
-// Opt-in (BOXWIRE_E2E_RUNSC=1): a thread works under gVisor's runsc.
+// A thread works under gVisor's runsc (installed and registered with the
+// engine by the test itself).
 func TestThreadUnderRunsc(t *testing.T) {
-	if os.Getenv("BOXWIRE_E2E_RUNSC") != "1" {
-		t.Skip("set BOXWIRE_E2E_RUNSC=1 to run under gVisor (installs and registers runsc)")
-	}
 	ensureRunsc(t)
 	e := newEnv(t, helloScript)
 	e.startBridge("BOXWIRE_RUNTIMES=runsc")

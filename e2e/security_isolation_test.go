@@ -89,7 +89,7 @@ func TestSecuritySandboxes(t *testing.T) {
 	})
 
 	t.Run("another sandbox's LLM token is refused", func(t *testing.T) {
-		tokA, tokB := llmToken(t, e, aID), llmToken(t, e, bID)
+		tokA, tokB := sandboxToken(e.token, aID), sandboxToken(e.token, bID) // security_host_test.go
 		if tokA == "" || tokA == tokB {
 			t.Fatalf("tokens: %q %q", tokA, tokB)
 		}
@@ -114,9 +114,4 @@ func TestSecuritySandboxes(t *testing.T) {
 	})
 }
 
-// llmToken reads BOXWIRE_LLM_TOKEN from the agent's environment in the
-// thread's sandbox.
-func llmToken(t *testing.T, e *env, thread string) string {
-	out := dockerExec(t, e.containerOf(thread), "sh", "-c", "cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | grep -m1 '^BOXWIRE_LLM_TOKEN='")
-	return strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(out), "BOXWIRE_LLM_TOKEN="))
-}
+

@@ -67,16 +67,19 @@ func TestSecurity(t *testing.T) {
 				t.Fatalf("mounts: %s", out)
 			}
 		}},
-		{"mounts: only the workspace, the socket folder and /tmp", func(t *testing.T) {
+		{"mounts: only the workspace, the two sandbox folders and /tmp", func(t *testing.T) {
 			info := dockerInspect(t, cid)
 			mounts, _ := info["Mounts"].([]any)
-			allowed := map[string]bool{"/workspace": true, "/run/boxwire": true}
+			// destination → whether it may be written
+			allowed := map[string]bool{"/workspace": true, "/run/boxwire": false, "/run/boxwire-agent": true}
 			for _, m := range mounts {
 				mm, _ := m.(map[string]any)
 				dst, _ := mm["Destination"].(string)
 				src, _ := mm["Source"].(string)
-				if !allowed[dst] || strings.Contains(src, "docker.sock") || strings.HasPrefix(src, "/root") || strings.HasPrefix(src, "/home") {
-					t.Errorf("mount %s -> %s", src, dst)
+				rw, _ := mm["RW"].(bool)
+				want, ok := allowed[dst]
+				if !ok || rw != want || strings.Contains(src, "docker.sock") || strings.HasPrefix(src, "/root") || strings.HasPrefix(src, "/home") {
+					t.Errorf("mount %s -> %s (rw %v)", src, dst, rw)
 				}
 				delete(allowed, dst)
 			}
@@ -97,8 +100,11 @@ func TestSecurity(t *testing.T) {
 					t.Fatalf("secret %q found in the sandbox", sec)
 				}
 			}
-			if !strings.Contains(out, "BOXWIRE_LLM_TOKEN=") {
+			if !strings.Contains(out, "BOXWIRE_LISTEN=") {
 				t.Fatalf("environ not read: %s", out)
+			}
+			if strings.Contains(out, "BOXWIRE_LLM_TOKEN=") { // it comes in the claim
+				t.Fatalf("the LLM token is in an environment in the sandbox: %s", out)
 			}
 		}},
 		{"no canary in frames", func(t *testing.T) {

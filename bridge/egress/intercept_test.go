@@ -56,10 +56,11 @@ func credProxy(t *testing.T, upstream *httptest.Server, check func(egress.Reques
 	}
 	t.Cleanup(func() { os.RemoveAll(sockDir) })
 	sock := filepath.Join(sockDir, "e.sock")
-	l, err := p.ServeUnix(sock)
+	ln, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
 	}
+	l := p.Serve(ln)
 	t.Cleanup(func() { _ = l.Close() })
 	trust := x509.NewCertPool()
 	trust.AppendCertsFromPEM(ca.CertPEM())

@@ -199,12 +199,6 @@ func (p *Proxy) dial(ctx context.Context, t Target) (net.Conn, error) {
 	return nil, lastErr
 }
 
-// public reports whether a is an ordinary unicast address off this host
-// and off private networks.
-func public(a netip.Addr) bool {
-	return a.IsGlobalUnicast() && !a.IsPrivate() && !a.IsLoopback() && !a.IsLinkLocalUnicast()
-}
-
 // forward proxies one plain HTTP request to t and streams the answer.
 func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, t Target) {
 	out := r.Clone(r.Context())

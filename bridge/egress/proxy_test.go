@@ -44,10 +44,11 @@ func serveProxy(t *testing.T, rules ...string) (func() net.Conn, func() []egress
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	sock := filepath.Join(dir, "egress.sock")
-	l, err := p.ServeUnix(sock)
+	ln, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
 	}
+	l := p.Serve(ln)
 	t.Cleanup(func() {
 		if err := l.Close(); err != nil {
 			t.Error(err)
@@ -165,10 +166,11 @@ func TestCloseCutsTunnels(t *testing.T) {
 	p := egress.New(egress.Config{Rules: rs, Logger: slog.New(slog.DiscardHandler)})
 	dir, _ := os.MkdirTemp("", "egr")
 	defer os.RemoveAll(dir)
-	l, err := p.ServeUnix(filepath.Join(dir, "e.sock"))
+	pln, err := net.Listen("unix", filepath.Join(dir, "e.sock"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	l := p.Serve(pln)
 	c, err := net.Dial("unix", filepath.Join(dir, "e.sock"))
 	if err != nil {
 		t.Fatal(err)

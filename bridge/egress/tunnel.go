@@ -2,18 +2,12 @@ package egress
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"time"
 )
-
-// socketMode lets the sandbox's user connect; the per-sandbox folder keeps
-// other sandboxes out.
-const socketMode = 0o666
 
 // tunnel answers CONNECT: it dials t, hijacks the caller's connection and
 // copies both ways until either side closes (or the proxy closes).
@@ -92,7 +86,7 @@ func (p *Proxy) closeTunnels() {
 	p.transport.CloseIdleConnections()
 }
 
-// Listener is a proxy served on a unix socket.
+// Listener is a proxy served on a listener.
 type Listener struct {
 	path string
 	srv  *http.Server
@@ -100,22 +94,11 @@ type Listener struct {
 	done chan struct{}
 }
 
-// ServeUnix listens on a unix socket at path (replacing a stale file),
-// makes it connectable by any user and serves p on it in a goroutine owned
-// by the returned Listener. It does not block.
-func (p *Proxy) ServeUnix(path string) (*Listener, error) {
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("remove stale socket %s: %w", path, err)
-	}
-	ln, err := net.Listen("unix", path)
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", path, err)
-	}
-	if err := os.Chmod(path, socketMode); err != nil {
-		ln.Close()
-		return nil, fmt.Errorf("chmod %s: %w", path, err)
-	}
-	l := &Listener{path: path, p: p, done: make(chan struct{}), srv: &http.Server{
+// Serve serves p on ln in a goroutine owned by the returned Listener, which
+// closes ln. It does not block. The bridge gives it a unix socket in a
+// folder only the bridge can write (bridge/boxdir).
+func (p *Proxy) Serve(ln net.Listener) *Listener {
+	l := &Listener{path: ln.Addr().String(), p: p, done: make(chan struct{}), srv: &http.Server{
 		Handler:           p,
 		ReadHeaderTimeout: readHeaderTimeout,
 		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
@@ -123,14 +106,14 @@ func (p *Proxy) ServeUnix(path string) (*Listener, error) {
 	go func() {
 		defer close(l.done)
 		if err := l.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			p.log.Error("egress proxy stopped", "socket", path, "err", err)
+			p.log.Error("egress proxy stopped", "socket", l.path, "err", err)
 		}
 	}()
-	return l, nil
+	return l
 }
 
-// Close stops listening, cuts live requests and tunnels, waits for the
-// proxy's goroutines and removes the socket file. It is idempotent.
+// Close stops listening (a unix listener removes its socket file), cuts
+// live requests and tunnels and waits for the proxy's goroutines. It is idempotent.
 func (l *Listener) Close() error {
 	err := l.srv.Close()
 	l.p.closeTunnels()
@@ -138,9 +121,6 @@ func (l *Listener) Close() error {
 	case <-l.done:
 	case <-time.After(dialTimeout):
 		return errors.New("egress proxy did not stop")
-	}
-	if rerr := os.Remove(l.path); rerr != nil && !errors.Is(rerr, os.ErrNotExist) && err == nil {
-		err = fmt.Errorf("remove socket %s: %w", l.path, rerr)
 	}
 	return err
 }

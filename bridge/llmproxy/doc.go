@@ -3,7 +3,7 @@
 //
 // A sandbox's agent points its OpenAI base URL at the proxy, which it reaches
 // through a unix socket in the sandbox's own socket folder (see
-// [Proxy.ServeUnix]). The proxy accepts POST /v1/chat/completions and
+// [Proxy.Serve]). The proxy accepts POST /v1/chat/completions and
 // GET /v1/models, maps the path onto the configured upstream base URL,
 // replaces any Authorization header with the real key, and streams the
 // answer back unbuffered, so server-sent events arrive as they are produced.

@@ -207,9 +207,17 @@ func (d *Docker) hostConfig(spec Spec) *container.HostConfig {
 	}
 	if spec.SocketDir != "" {
 		hc.Mounts = append(hc.Mounts, mount.Mount{
+			Type:     mount.TypeBind,
+			Source:   spec.SocketDir,
+			Target:   SocketMount,
+			ReadOnly: true,
+		})
+	}
+	if spec.AgentDir != "" {
+		hc.Mounts = append(hc.Mounts, mount.Mount{
 			Type:   mount.TypeBind,
-			Source: spec.SocketDir,
-			Target: SocketMount,
+			Source: spec.AgentDir,
+			Target: AgentMount,
 		})
 	}
 	if spec.WorkspaceVolume != "" {

@@ -17,7 +17,7 @@ func TestMain(m *testing.M) {
 }
 
 // TestCreateHardened checks the sandbox from its own view: the command
-// itself reports its status and network interfaces through the socket
+// itself reports its status and network interfaces through the agent
 // folder, and execs look at the filesystem and the cgroup limits.
 func TestCreateHardened(t *testing.T) {
 	e := newEnv(t)
@@ -27,14 +27,15 @@ func TestCreateHardened(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec := e.spec()
-	spec.SocketDir = sockDir
+	spec.SocketDir = t.TempDir()
+	spec.AgentDir = sockDir
 	spec.User = "1000:1000"
 	spec.Env = []string{"BOXWIRE_TEST_ENV=hello"}
 	spec.PidsLimit = 100
 	spec.MemoryBytes = 256 << 20
 	spec.NanoCPUs = 5e8
-	spec.Cmd = []string{"sh", "-c", "cat /proc/self/status > " + sandbox.SocketMount + "/status; " +
-		"ls /sys/class/net > " + sandbox.SocketMount + "/net; exec sleep infinity"}
+	spec.Cmd = []string{"sh", "-c", "cat /proc/self/status > " + sandbox.AgentMount + "/status; " +
+		"ls /sys/class/net > " + sandbox.AgentMount + "/net; exec sleep infinity"}
 	before := time.Now().Add(-time.Minute)
 	sb := e.create(spec)
 
@@ -45,7 +46,7 @@ func TestCreateHardened(t *testing.T) {
 		t.Errorf("Created = %v, want recent", sb.Created)
 	}
 	checkOwnView(t, sockDir)
-	checkFilesystem(e, sb.ID, sockDir)
+	checkFilesystem(e, sb.ID, sockDir, spec.SocketDir)
 	checkFiles(e, sb.ID, map[string]string{
 		"/sys/fs/cgroup/pids/pids.max":                "100",
 		"/sys/fs/cgroup/memory/memory.limit_in_bytes": "268435456",
@@ -81,7 +82,7 @@ func checkOwnView(t *testing.T, sockDir string) {
 
 // checkFilesystem checks a read-only root, a writable /tmp and a socket
 // folder shared with the host.
-func checkFilesystem(e *env, id, sockDir string) {
+func checkFilesystem(e *env, id, agentDir, bridgeDir string) {
 	t := e.t
 	t.Helper()
 	if got := e.mustExec(id, "awk", `$2 == "/" { split($4, o, ","); print o[1] }`, "/proc/mounts"); got != "ro" {
@@ -91,9 +92,16 @@ func checkFilesystem(e *env, id, sockDir string) {
 	if got := e.mustExec(id, "stat", "-c", "%a", "/tmp"); got != "1777" {
 		t.Errorf("/tmp mode = %s, want 1777", got)
 	}
-	e.mustExec(id, "sh", "-c", "echo from-inside > "+sandbox.SocketMount+"/hello")
-	if b, err := os.ReadFile(filepath.Join(sockDir, "hello")); err != nil || string(b) != "from-inside\n" {
-		t.Errorf("socket folder file = %q, %v; want from-inside", b, err)
+	e.mustExec(id, "sh", "-c", "echo from-inside > "+sandbox.AgentMount+"/hello")
+	if b, err := os.ReadFile(filepath.Join(agentDir, "hello")); err != nil || string(b) != "from-inside\n" {
+		t.Errorf("agent folder file = %q, %v; want from-inside", b, err)
+	}
+	// The bridge's folder is read-only inside, whatever its host mode.
+	if err := os.Chmod(bridgeDir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, code := e.exec(id, "sh", "-c", "echo x > "+sandbox.SocketMount+"/x"); code == 0 || !strings.Contains(stderr, "Read-only") {
+		t.Errorf("write in %s: exit %d %q, want a read-only refusal", sandbox.SocketMount, code, stderr)
 	}
 }
 

@@ -51,11 +51,17 @@ type Spec struct {
 	Env []string
 	// Labels are attached to the sandbox (and its volume).
 	Labels map[string]string
-	// SocketDir is a host folder bind-mounted read-write at SocketMount,
-	// holding the agent's and the bridge's unix sockets; empty means no
-	// socket folder. Mount the folder, not a socket file: a file bind goes
-	// stale when the bridge restarts.
+	// SocketDir is a host folder bind-mounted read-only at SocketMount,
+	// holding the bridge's unix sockets and files for the sandbox (the LLM
+	// and egress proxies, the egress CA); empty means none. Mount the
+	// folder, not a socket file: a file bind goes stale when the bridge
+	// restarts. The sandbox must not be able to write it (bridge/boxdir).
 	SocketDir string
+	// AgentDir is a host folder bind-mounted read-write at AgentMount,
+	// where the agent makes its own socket; empty means none. The sandbox
+	// writes it, so it must be capped (bridge/boxdir mounts a small tmpfs
+	// there) and the host must trust no name in it.
+	AgentDir string
 	// WorkspaceVolume, when set, is a named volume mounted at WorkspaceMount,
 	// created if missing (with Labels).
 	WorkspaceVolume string
@@ -75,6 +81,9 @@ type Spec struct {
 
 // SocketMount is where SocketDir appears inside the sandbox.
 const SocketMount = "/run/boxwire"
+
+// AgentMount is where AgentDir appears inside the sandbox.
+const AgentMount = "/run/boxwire-agent"
 
 // WorkspaceMount is where WorkspaceVolume appears inside the sandbox.
 const WorkspaceMount = "/workspace"

@@ -3,11 +3,11 @@ package server
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
 
+	"github.com/boxwire/boxwire/bridge/boxdir"
 	"github.com/boxwire/boxwire/bridge/egress"
 	"github.com/boxwire/boxwire/bridge/policy"
 	"github.com/boxwire/boxwire/bridge/sandbox"
@@ -34,14 +34,14 @@ func (s *Server) egressCA() (*egress.CA, error) {
 }
 
 // placeCA writes the bridge's egress CA certificate into a sandbox's
-// socket folder, where the agent reads it at start, and returns the CA.
-func (s *Server) placeCA(dir string) (*egress.CA, error) {
+// bridge folder, where the agent reads it at start, and returns the CA.
+func (s *Server) placeCA(dirs boxdir.Dirs) (*egress.CA, error) {
 	ca, err := s.egressCA()
 	if err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(dir, caFile), ca.CertPEM(), 0o644); err != nil {
-		return nil, fmt.Errorf("write egress ca certificate: %w", err)
+	if err := dirs.WriteFile(caFile, ca.CertPEM(), 0o644); err != nil {
+		return nil, fmt.Errorf("egress ca certificate: %w", err)
 	}
 	return ca, nil
 }
@@ -64,10 +64,10 @@ func (s *Server) approvalEnv() []string {
 }
 
 // egressApprovals adds the policy's decisions, credentials and CA to the
-// egress proxy of the sandbox whose socket folder is dir, and puts the CA
-// certificate in dir.
-func (s *Server) egressApprovals(cfg *egress.Config, dir string) error {
-	id := filepath.Base(dir)
+// egress proxy of the sandbox of dirs, and puts the CA certificate in its
+// bridge folder.
+func (s *Server) egressApprovals(cfg *egress.Config, dirs boxdir.Dirs) error {
+	id := dirs.ID()
 	pol := s.cfg.Policy
 	cfg.Check = func(ctx context.Context, req egress.Request) egress.Verdict {
 		return s.egressCheck(ctx, id, req)
@@ -75,7 +75,7 @@ func (s *Server) egressApprovals(cfg *egress.Config, dir string) error {
 	if len(pol.Credentials()) == 0 {
 		return nil
 	}
-	ca, err := s.placeCA(dir)
+	ca, err := s.placeCA(dirs)
 	if err != nil {
 		return err
 	}

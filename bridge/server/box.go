@@ -8,12 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/boxwire/boxwire/bridge/boxdir"
 	"github.com/boxwire/boxwire/bridge/llmproxy"
 	"github.com/boxwire/boxwire/bridge/sandbox"
 	"github.com/boxwire/boxwire/bridge/wire"
@@ -199,16 +198,14 @@ func (s *Server) startBox(ctx context.Context, b *box) (err error) {
 			s.removeResources(ctx, b.res, log)
 		}
 	}()
-	if b.reuse { // a suspended box's folder left by a failed removal
-		_ = os.RemoveAll(filepath.Join(s.cfg.DataDir, "run", b.id))
-	}
-	if b.res.dir, err = s.makeSocketDir(b.id); err != nil {
+	// Make removes folders a suspended box's failed removal left.
+	if b.res.dirs, err = s.dirs.Make(b.id); err != nil {
 		return err
 	}
-	if b.res.proxy, err = s.serveProxy(b.res.dir, log); err != nil {
+	if b.res.proxy, err = s.serveProxy(b.res.dirs, log); err != nil {
 		return err
 	}
-	if b.res.egress, err = s.serveEgress(b.res.dir, log); err != nil {
+	if b.res.egress, err = s.serveEgress(b.res.dirs, log); err != nil {
 		return err
 	}
 	spec := s.spec(b)
@@ -223,16 +220,20 @@ func (s *Server) startBox(ctx context.Context, b *box) (err error) {
 	return nil
 }
 
-// serveProxy serves a new LLM proxy on <dir>/llm.sock.
-func (s *Server) serveProxy(dir string, log *slog.Logger) (*llmproxy.Listener, error) {
+// serveProxy serves a new LLM proxy on llm.sock in the bridge folder.
+func (s *Server) serveProxy(dirs boxdir.Dirs, log *slog.Logger) (*llmproxy.Listener, error) {
 	llmCfg := s.cfg.LLM
 	llmCfg.Logger = log.With("component", "llmproxy")
-	llmCfg = s.securedLLM(llmCfg, dir)
+	llmCfg = s.securedLLM(llmCfg, dirs.ID())
 	proxy, err := llmproxy.New(llmCfg)
 	if err != nil {
 		return nil, err
 	}
-	return proxy.ServeUnix(filepath.Join(dir, llmSocket))
+	ln, err := dirs.Listen(llmSocket)
+	if err != nil {
+		return nil, err
+	}
+	return proxy.Serve(ln), nil
 }
 
 // labels are the labels of b's container and volume.

@@ -8,13 +8,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/gorilla/websocket"
 
+	"github.com/boxwire/boxwire/bridge/boxdir"
 	"github.com/boxwire/boxwire/bridge/egress"
 	"github.com/boxwire/boxwire/bridge/llmproxy"
 	"github.com/boxwire/boxwire/bridge/sandbox"
@@ -31,7 +30,8 @@ const (
 	inspectEvery = 25
 	// cleanupTimeout bounds removing what a failed creation left.
 	cleanupTimeout = 30 * time.Second
-	// agentSocket and llmSocket are the socket names in a thread's folder.
+	// agentSocket is the agent's socket in its folder; llmSocket the LLM
+	// proxy's in the bridge folder (bridge/boxdir).
 	agentSocket = "agent.sock"
 	llmSocket   = "llm.sock"
 )
@@ -41,7 +41,7 @@ const (
 // creation (a replacement, replace.go): read and set it with sandbox and
 // setSandbox, which are safe for concurrent use.
 type resources struct {
-	dir       string
+	dirs      boxdir.Dirs // the sandbox's host folders; zero when not made
 	proxy     *llmproxy.Listener
 	egress    *egress.Listener
 	volume    string
@@ -67,11 +67,11 @@ func (r *resources) setSandbox(id string) {
 // keepingVolume is r without its workspace volume: what to remove when a
 // suspended thread (suspend.go) or another thread still owns the volume.
 func (r *resources) keepingVolume() *resources {
-	return &resources{dir: r.dir, proxy: r.proxy, egress: r.egress, sandboxID: r.sandbox()}
+	return &resources{dirs: r.dirs, proxy: r.proxy, egress: r.egress, sandboxID: r.sandbox()}
 }
 
-// remove deletes the sandbox, its workspace volume, the proxy and the
-// socket folder, in that order, and reports every failure.
+// remove deletes the sandbox, its workspace volume, the proxies and the
+// host folders, in that order, and reports every failure.
 func (r *resources) remove(ctx context.Context, mgr sandbox.Manager) error {
 	var errs []error
 	if id := r.sandbox(); id != "" {
@@ -87,9 +87,9 @@ func (r *resources) remove(ctx context.Context, mgr sandbox.Manager) error {
 	if err := r.closeProxies(); err != nil {
 		errs = append(errs, err)
 	}
-	if r.dir != "" {
-		if err := os.RemoveAll(r.dir); err != nil {
-			errs = append(errs, fmt.Errorf("remove socket folder: %w", err))
+	if r.dirs.Bridge != "" {
+		if err := r.dirs.Remove(); err != nil {
+			errs = append(errs, fmt.Errorf("remove sandbox folders: %w", err))
 		}
 	}
 	return errors.Join(errs...)
@@ -189,36 +189,15 @@ func newThreadID() (string, error) {
 	return "t_" + hex.EncodeToString(b), nil
 }
 
-// makeSocketDir creates <DataDir>/run/<id>, private to the sandbox's user.
-func (s *Server) makeSocketDir(id string) (string, error) {
-	run := filepath.Join(s.cfg.DataDir, "run")
-	if err := os.MkdirAll(run, 0o755); err != nil {
-		return "", fmt.Errorf("create %s: %w", run, err)
-	}
-	dir := filepath.Join(run, id)
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		return "", fmt.Errorf("create socket folder: %w", err)
-	}
-	if err := os.Chown(dir, s.cfg.SandboxUID, s.cfg.SandboxGID); err != nil {
-		os.Remove(dir)
-		return "", fmt.Errorf("chown socket folder to %d:%d: %w", s.cfg.SandboxUID, s.cfg.SandboxGID, err)
-	}
-	return dir, nil
-}
-
 // spec says how to run b's sandbox. It carries no key: the agent reaches
 // the model through the proxy socket.
 func (s *Server) spec(b *box) sandbox.Spec {
-	mount := sandbox.SocketMount
 	env := []string{
-		"BOXWIRE_LISTEN=unix:" + mount + "/" + agentSocket,
-		"BOXWIRE_LLM_SOCKET=" + mount + "/" + llmSocket,
+		"BOXWIRE_LISTEN=unix:" + sandbox.AgentMount + "/" + agentSocket,
+		"BOXWIRE_LLM_SOCKET=" + sandbox.SocketMount + "/" + llmSocket,
 		"OPENAI_BASE_URL=http://boxwire-llm/v1",
 	}
-	env = append(env, s.securityEnv(b.id)...)
-	if b.pooled && b.thread == "" {
-		env = unclaimedEnv(env) // pool.go: the token comes with the claim
-	}
+	env = append(env, s.securityEnv()...) // no secret: the LLM token comes with the claim (greetAgent)
 	if s.cfg.Model != "" {
 		env = append(env, "BOXWIRE_MODEL="+s.cfg.Model)
 	}
@@ -228,7 +207,8 @@ func (s *Server) spec(b *box) sandbox.Spec {
 		Runtime:         b.runtime,
 		Env:             env,
 		Labels:          s.labels(b),
-		SocketDir:       b.res.dir,
+		SocketDir:       b.res.dirs.Bridge,
+		AgentDir:        b.res.dirs.Agent,
 		WorkspaceVolume: "boxwire-ws-" + b.id,
 		User:            fmt.Sprintf("%d:%d", s.cfg.SandboxUID, s.cfg.SandboxGID),
 	}
@@ -238,19 +218,27 @@ func (s *Server) spec(b *box) sandbox.Spec {
 // again will not help.
 var errAgentAnswer = errors.New("agent refused hello")
 
-// waitAgent polls the agent socket until the agent answers hello, the
-// sandbox exits, agentReadyTimeout passes or ctx ends.
+// waitAgent polls the agent socket until the agent answers hello (and
+// takes its claim, see greetAgent), the sandbox exits, agentReadyTimeout
+// passes or ctx ends.
 func (s *Server) waitAgent(ctx context.Context, id string, res *resources) (*websocket.Conn, error) {
+	return s.waitAgentClaim(ctx, id, res, true)
+}
+
+// waitAgentClaim is waitAgent; claim false greets without handing over
+// the LLM token (a pooled sandbox no thread has taken yet, pool.go).
+func (s *Server) waitAgentClaim(ctx context.Context, id string, res *resources, claim bool) (*websocket.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, agentReadyTimeout)
 	defer cancel()
-	sock := filepath.Join(res.dir, agentSocket)
 	pol := s.cfg.Posture.ForRuntime(res.runtime)
 	for attempt := 1; ; attempt++ {
-		conn, err := s.greetAgent(ctx, sock, id, pol)
+		conn, err := s.greetAgent(ctx, res.dirs, id, pol, claim)
 		if err == nil {
 			return conn, nil
 		}
-		if errors.Is(err, errAgentAnswer) {
+		// A non-socket under the agent socket's name was planted there (a
+		// link to a host socket, say): waiting will not mend it.
+		if errors.Is(err, errAgentAnswer) || errors.Is(err, boxdir.ErrNotSocket) {
 			return nil, err
 		}
 		if attempt%inspectEvery == 0 {
@@ -267,13 +255,15 @@ func (s *Server) waitAgent(ctx context.Context, id string, res *resources) (*web
 	}
 }
 
-// greetAgent dials the agent's unix socket, exchanges hello and checks the
-// agent's posture against pol.
-func (s *Server) greetAgent(ctx context.Context, sock, id string, pol *PosturePolicy) (*websocket.Conn, error) {
+// greetAgent dials the agent's socket in its folder (without trusting
+// the name, boxdir.Dirs.DialAgent), exchanges hello, checks the agent's
+// posture against pol and, when claim is set, hands the agent its LLM
+// proxy token in a claim. The token never travels in the sandbox's
+// environment, where its commands could read it (/proc/1/environ).
+func (s *Server) greetAgent(ctx context.Context, dirs boxdir.Dirs, id string, pol *PosturePolicy, claim bool) (*websocket.Conn, error) {
 	d := websocket.Dialer{
 		NetDialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var nd net.Dialer
-			return nd.DialContext(ctx, "unix", sock)
+			return dirs.DialAgent(ctx, agentSocket)
 		},
 		HandshakeTimeout: helloTimeout,
 	}
@@ -301,6 +291,12 @@ func (s *Server) greetAgent(ctx context.Context, sock, id string, pol *PosturePo
 		conn.Close()
 		s.log.Warn("sandbox posture refused", "thread", id, "posture", answer.Posture, "err", err)
 		return nil, fmt.Errorf("%w: %w", errAgentAnswer, err)
+	}
+	if claim {
+		if err := s.sendClaim(conn, dirs.ID(), id); err != nil { // pool_adopt.go
+			conn.Close()
+			return nil, fmt.Errorf("%w: %w", errAgentAnswer, err)
+		}
 	}
 	return conn, nil
 }

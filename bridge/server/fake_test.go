@@ -63,7 +63,7 @@ func (m *fakeManager) Create(_ context.Context, spec sandbox.Spec) (sandbox.Sand
 	}
 	box := &fakeBox{sb: sb}
 	if !m.noAgent {
-		a, err := startFakeAgent(spec.SocketDir, envValue(spec.Env, "BOXWIRE_LLM_TOKEN"))
+		a, err := startFakeAgent(spec.AgentDir, spec.SocketDir)
 		if err != nil {
 			return sandbox.Sandbox{}, err
 		}
@@ -209,13 +209,16 @@ func envValue(env []string, key string) string {
 	return ""
 }
 
-func startFakeAgent(dir, llmToken string) (*fakeAgent, error) {
-	ln, err := net.Listen("unix", filepath.Join(dir, "agent.sock"))
+// startFakeAgent serves on agent.sock in agentDir, as the real agent does
+// in its folder, and calls the LLM proxy on llm.sock in bridgeDir. Its LLM
+// token comes with the bridge's claim (poolAnswer).
+func startFakeAgent(agentDir, bridgeDir string) (*fakeAgent, error) {
+	ln, err := net.Listen("unix", filepath.Join(agentDir, "agent.sock"))
 	if err != nil {
 		return nil, fmt.Errorf("fake agent listen: %w", err)
 	}
-	llmSock := filepath.Join(dir, "llm.sock")
-	a := &fakeAgent{llmToken: llmToken,
+	llmSock := filepath.Join(bridgeDir, "llm.sock")
+	a := &fakeAgent{
 		llm: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
 			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 				var d net.Dialer
@@ -355,7 +358,10 @@ func (a *fakeAgent) askModel(text string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	req.Header.Set("Authorization", "Bearer "+a.llmToken) // the sandbox's proxy token, not a key
+	a.mu.Lock()
+	tok := a.llmToken // from the claim (poolAnswer)
+	a.mu.Unlock()
+	req.Header.Set("Authorization", "Bearer "+tok) // the sandbox's proxy token, not a key
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := a.llm.Do(req)
 	if err != nil {

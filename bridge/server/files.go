@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
-	"path/filepath"
 	"time"
 
 	"github.com/boxwire/boxwire/bridge/wire"
@@ -59,11 +58,12 @@ func (s *Server) serveFiles(w http.ResponseWriter, r *http.Request) {
 	if r.Body != nil {
 		r.Body = http.MaxBytesReader(w, r.Body, limit)
 	}
-	sock := filepath.Join(t.res.dir, agentSocket)
+	dirs := t.res.dirs
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			d := net.Dialer{Timeout: filesDialTimeout}
-			return d.DialContext(ctx, "unix", sock)
+			ctx, cancel := context.WithTimeout(ctx, filesDialTimeout)
+			defer cancel()
+			return dirs.DialAgent(ctx, agentSocket)
 		},
 		DisableKeepAlives: true,
 	}

@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/gorilla/websocket"
 
+	"github.com/boxwire/boxwire/bridge/boxdir"
 	"github.com/boxwire/boxwire/bridge/sandbox"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
@@ -187,10 +187,10 @@ func (s *Server) fillPool(key string) (err error) {
 	if err := s.poolEngineRoom(ctx); err != nil { // pool_limit.go
 		return err
 	}
-	if b.res.dir, err = s.makeSocketDir(id); err != nil {
+	if b.res.dirs, err = s.dirs.Make(id); err != nil {
 		return err
 	}
-	if err := s.poolCA(b.res.dir); err != nil {
+	if err := s.poolCA(b.res.dirs); err != nil {
 		return err
 	}
 	spec := s.spec(b)
@@ -200,7 +200,7 @@ func (s *Server) fillPool(key string) (err error) {
 		return fmt.Errorf("create sandbox: %w", err)
 	}
 	b.res.sandboxID = sb.ID
-	conn, err := s.waitAgent(ctx, id, b.res)
+	conn, err := s.waitAgentClaim(ctx, id, b.res, false) // no token until a thread takes it
 	if err != nil {
 		return err
 	}
@@ -223,24 +223,12 @@ func (s *Server) fillPool(key string) (err error) {
 // poolCA puts the egress CA certificate in a pooled sandbox's folder when
 // the agent is told to trust it (it reads the file at start). The
 // certificate is public; the egress proxy itself is served at claim.
-func (s *Server) poolCA(dir string) error {
+func (s *Server) poolCA(dirs boxdir.Dirs) error {
 	if len(s.approvalEnv()) == 0 {
 		return nil
 	}
-	_, err := s.placeCA(dir) // approvals_egress.go
+	_, err := s.placeCA(dirs) // approvals_egress.go
 	return err
-}
-
-// unclaimedEnv drops the LLM token from a pooled sandbox's environment:
-// the agent gets it in the claim.
-func unclaimedEnv(env []string) []string {
-	out := env[:0:0]
-	for _, kv := range env {
-		if !strings.HasPrefix(kv, "BOXWIRE_LLM_TOKEN=") {
-			out = append(out, kv)
-		}
-	}
-	return out
 }
 
 // poolLabels adds the pool's labels to l: boxwire.pool, and the thread
@@ -312,23 +300,15 @@ func (s *Server) takePooled(key, threadID string, idleTTL time.Duration) *box {
 // with the thread's id and sends the claim with the LLM token. It returns
 // the greeted connection.
 func (s *Server) bindPooled(ctx context.Context, b *box, threadID string, log *slog.Logger) (conn *websocket.Conn, err error) {
-	if b.res.proxy, err = s.serveProxy(b.res.dir, log); err != nil {
+	if b.res.proxy, err = s.serveProxy(b.res.dirs, log); err != nil {
 		return nil, err
 	}
-	if b.res.egress, err = s.serveEgress(b.res.dir, log); err != nil {
+	if b.res.egress, err = s.serveEgress(b.res.dirs, log); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, helloTimeout)
 	defer cancel()
-	conn, err = s.greetAgent(ctx, filepath.Join(b.res.dir, agentSocket), threadID, s.cfg.Posture.ForRuntime(b.runtime))
-	if err != nil {
-		return nil, err
-	}
-	if err := s.sendClaim(conn, b, threadID); err != nil {
-		conn.Close()
-		return nil, err
-	}
-	return conn, nil
+	return s.greetAgent(ctx, b.res.dirs, threadID, s.cfg.Posture.ForRuntime(b.runtime), true)
 }
 
 // poolOwns reports whether the box id is a pooled sandbox of this run,

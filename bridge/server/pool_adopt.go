@@ -39,10 +39,11 @@ func (s *Server) adoptPooled(ctx context.Context, b *box) error {
 	return errPoolUnclaimed
 }
 
-// sendClaim sends a pooled sandbox's agent its claim and waits (at most
-// helloTimeout) for claimed, before anything else uses conn.
-func (s *Server) sendClaim(conn *websocket.Conn, b *box, threadID string) error {
-	claim := wire.MustNew(wire.TypeClaim, threadID, "claim", wire.Claim{LLMToken: s.sandboxToken(b.id)})
+// sendClaim sends the agent of the sandbox boxID its claim (its LLM proxy
+// token) and waits (at most helloTimeout) for claimed, before anything
+// else uses conn.
+func (s *Server) sendClaim(conn *websocket.Conn, boxID, threadID string) error {
+	claim := wire.MustNew(wire.TypeClaim, threadID, "claim", wire.Claim{LLMToken: s.sandboxToken(boxID)})
 	if err := writeEnvelope(conn, claim); err != nil {
 		return fmt.Errorf("send claim: %w", err)
 	}

@@ -82,7 +82,10 @@ func TestPoolClaimedSandboxAdoptedAfterRestart(t *testing.T) {
 
 			e.restart(cfg, func() {
 				// What kill -9 leaves: Close removed the unclaimed spare; bring it back.
-				if err := os.MkdirAll(spare.SocketDir, 0o700); err != nil {
+				if err := os.MkdirAll(spare.SocketDir, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.MkdirAll(spare.AgentDir, 0o700); err != nil {
 					t.Fatal(err)
 				}
 				if _, err := e.mgr.Create(context.Background(), spare); err != nil {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/boxwire/boxwire/bridge/boxdir"
 	"github.com/boxwire/boxwire/bridge/sandbox"
 	"github.com/boxwire/boxwire/bridge/store"
 	"github.com/boxwire/boxwire/bridge/wire"
@@ -92,13 +93,16 @@ func (s *Server) adopt(ctx context.Context, sb sandbox.Sandbox, now time.Time) (
 	if full, err := s.cfg.Manager.Inspect(ctx, sb.ID); err == nil {
 		b.runtime = full.Runtime
 	}
-	dir := filepath.Join(s.cfg.DataDir, "run", b.id)
-	if _, err := os.Stat(dir); err != nil {
-		return fmt.Errorf("socket folder: %w", err)
+	// A sandbox of an older bridge, whose one folder it could write, is
+	// not adopted but replaced (its thread is suspended and resumes in a
+	// new sandbox with its workspace): boxdir.Layout.Open says why.
+	dirs, err := s.dirs.Open(b.id)
+	if err != nil {
+		return fmt.Errorf("sandbox folders: %w", err)
 	}
-	b.res = &resources{dir: dir, sandboxID: sb.ID, volume: "boxwire-ws-" + b.id, runtime: b.runtime}
+	b.res = &resources{dirs: dirs, sandboxID: sb.ID, volume: "boxwire-ws-" + b.id, runtime: b.runtime}
 	log := s.log.With("box", b.id)
-	if b.res.proxy, err = s.serveProxy(dir, log); err != nil {
+	if b.res.proxy, err = s.serveProxy(dirs, log); err != nil {
 		return err
 	}
 	defer func() {
@@ -106,7 +110,7 @@ func (s *Server) adopt(ctx context.Context, sb sandbox.Sandbox, now time.Time) (
 			b.res.proxy.Close()
 		}
 	}()
-	if b.res.egress, err = s.serveEgress(dir, log); err != nil {
+	if b.res.egress, err = s.serveEgress(dirs, log); err != nil {
 		return err
 	}
 	defer func() {
@@ -154,12 +158,6 @@ func (s *Server) adoptThreads(ctx context.Context, b *box) error {
 		if err != nil {
 			return fmt.Errorf("reach agent: %w", err)
 		}
-		if b.pooled { // pool.go: the agent keeps its token; say it again all the same
-			if err := s.sendClaim(conn, b, rec.ID); err != nil {
-				conn.Close()
-				return err
-			}
-		}
 		last, err := s.events.LastSeq(rec.ID)
 		if err != nil {
 			conn.Close()
@@ -185,7 +183,7 @@ func (s *Server) removeOrphan(ctx context.Context, sb sandbox.Sandbox, log *slog
 	res := &resources{sandboxID: sb.ID}
 	if id := sb.Labels[sandbox.LabelBox]; validName(id) {
 		res.volume = "boxwire-ws-" + id
-		res.dir = filepath.Join(s.cfg.DataDir, "run", id)
+		res.dirs = s.dirs.Paths(id)
 		if len(s.recordsOfBox(ctx, id)) > 0 {
 			res.volume = ""
 		}
@@ -208,14 +206,13 @@ func (s *Server) removeStrays(ctx context.Context, live, kept map[string]bool) e
 		s.log.Info("removing stray volume", "volume", v)
 		errs = append(errs, s.cfg.Manager.RemoveVolume(ctx, v))
 	}
-	run := filepath.Join(s.cfg.DataDir, "run")
-	entries, err := os.ReadDir(run)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
+	ids, err := s.dirs.IDs()
+	if err != nil {
 		errs = append(errs, err)
 	}
-	for _, e := range entries {
-		if !live[e.Name()] && !s.poolOwns(e.Name()) { // pool.go: being started
-			errs = append(errs, os.RemoveAll(filepath.Join(run, e.Name())))
+	for _, id := range ids {
+		if !live[id] && !s.poolOwns(id) { // pool.go: being started
+			errs = append(errs, s.dirs.Remove(id))
 		}
 	}
 	return errors.Join(errs...)
@@ -253,7 +250,7 @@ func Collect(ctx context.Context, mgr sandbox.Manager, bridgeID, dataDir string)
 		volumes++
 	}
 	if dataDir != "" {
-		if err := os.RemoveAll(filepath.Join(dataDir, "run")); err != nil {
+		if err := boxdir.RemoveAll(dataDir); err != nil {
 			errs = append(errs, fmt.Errorf("gc: %w", err))
 		}
 		errs = append(errs, forgetThreads(filepath.Join(dataDir, StoreFile)))

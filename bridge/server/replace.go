@@ -52,12 +52,6 @@ func (t *thread) replace(why wire.SandboxExited) error {
 	if err != nil {
 		return err
 	}
-	if b.pooled { // pool.go: the new agent of a pooled sandbox is told its thread again
-		if err := s.sendClaim(conn, b, t.id); err != nil {
-			conn.Close()
-			return err
-		}
-	}
 	n, err := t.sendHistory(conn)
 	if err != nil {
 		conn.Close()

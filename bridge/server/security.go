@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"strings"
 
+	"github.com/boxwire/boxwire/bridge/boxdir"
 	"github.com/boxwire/boxwire/bridge/egress"
 	"github.com/boxwire/boxwire/bridge/llmproxy"
 	"github.com/boxwire/boxwire/bridge/sandbox"
@@ -120,20 +120,20 @@ func (s *Server) sandboxToken(id string) string {
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-// securityEnv is the sandbox environment for the proxies: the LLM token,
-// and the egress socket when egress is configured.
-func (s *Server) securityEnv(id string) []string {
-	env := []string{"BOXWIRE_LLM_TOKEN=" + s.sandboxToken(id)}
+// securityEnv is the sandbox environment for the proxies: the egress
+// socket when egress is configured, and the CA. It holds no secret: the
+// LLM token is handed to the agent in its claim.
+func (s *Server) securityEnv() []string {
+	var env []string
 	if s.egressOn() { // approvals_egress.go: allowlist, or credentials / ask in the policy
 		env = append(env, "BOXWIRE_EGRESS_SOCKET="+sandbox.SocketMount+"/"+egressSocket)
 	}
 	return append(env, s.approvalEnv()...)
 }
 
-// securedLLM is the LLM proxy config of the sandbox with folder dir: its
-// token, and its usage and refusals published to its threads.
-func (s *Server) securedLLM(cfg llmproxy.Config, dir string) llmproxy.Config {
-	id := filepath.Base(dir)
+// securedLLM is the LLM proxy config of the sandbox id: its token, and
+// its usage and refusals published to its threads.
+func (s *Server) securedLLM(cfg llmproxy.Config, id string) llmproxy.Config {
 	cfg.Token = s.sandboxToken(id)
 	cfg.OnUsage = func(r llmproxy.UsageReport) {
 		if !s.cfg.UsageEvents {
@@ -158,7 +158,7 @@ func (s *Server) securedLLM(cfg llmproxy.Config, dir string) llmproxy.Config {
 // it returns nil, nil when it is not. The proxy decides with the bridge's
 // allowlist and policy and the sandbox's own thread rules, looked up at
 // each request (egress_thread.go).
-func (s *Server) serveEgress(dir string, log *slog.Logger) (*egress.Listener, error) {
+func (s *Server) serveEgress(dirs boxdir.Dirs, log *slog.Logger) (*egress.Listener, error) {
 	if !s.egressOn() {
 		return nil, nil
 	}
@@ -166,19 +166,22 @@ func (s *Server) serveEgress(dir string, log *slog.Logger) (*egress.Listener, er
 	if err != nil {
 		return nil, err
 	}
-	id := filepath.Base(dir)
+	id := dirs.ID()
 	ecfg := egress.Config{Rules: rules, Logger: log.With("component", "egress"),
 		OnDecision: func(d egress.Decision) {
 			s.publishToBox(id, wire.MustNew(wire.TypeEgress, "", "", wire.EgressDecision{
 				Method: d.Method, Host: d.Host, Port: d.Port, Allowed: d.Allowed, Rule: d.Rule, Reason: d.Reason,
 			}))
 		}}
-	if err := s.egressApprovals(&ecfg, dir); err != nil { // approvals_egress.go
+	if err := s.egressApprovals(&ecfg, dirs); err != nil { // approvals_egress.go
 		return nil, err
 	}
 	ecfg.Check = s.withThreadRules(id, ecfg.Check) // egress_thread.go
-	p := egress.New(ecfg)
-	return p.ServeUnix(filepath.Join(dir, egressSocket))
+	ln, err := dirs.Listen(egressSocket)
+	if err != nil {
+		return nil, err
+	}
+	return egress.New(ecfg).Serve(ln), nil
 }
 
 // publishToBox publishes env as an event of every thread of the sandbox

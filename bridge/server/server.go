@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/boxwire/boxwire/bridge/boxdir"
 	"github.com/boxwire/boxwire/bridge/egress"
 	"github.com/boxwire/boxwire/bridge/internal/keyed"
 	"github.com/boxwire/boxwire/bridge/llmproxy"
@@ -57,6 +58,11 @@ type Config struct {
 	// MaxUploadBytes caps one file upload request (files.go); default
 	// DefaultMaxUploadBytes.
 	MaxUploadBytes int64
+	// AllowedHosts are the host names (besides IP addresses and
+	// localhost) that clients may name in their Host header; "*" allows
+	// any. Others get 421 (hostcheck.go), which keeps DNS-rebound pages
+	// out.
+	AllowedHosts []string
 
 	// Images are the images a thread may ask for besides Image.
 	Images []string
@@ -180,6 +186,8 @@ type Server struct {
 	// llmClient carries every sandbox's LLM proxy calls upstream, so
 	// they share connections; Close closes its idle ones.
 	llmClient *http.Client
+	// dirs lays out each sandbox's host folders (bridge/boxdir).
+	dirs *boxdir.Layout
 }
 
 // New checks cfg and returns a server. It starts the reaper goroutine,
@@ -240,6 +248,7 @@ func New(cfg Config) (*Server, error) {
 		clients: make(map[*client]struct{}),
 		db:      db, events: db,
 		llmClient: cfg.LLM.HTTPClient,
+		dirs:      boxdir.New(boxdir.Config{Root: cfg.DataDir, UID: cfg.SandboxUID, GID: cfg.SandboxGID}),
 	}
 	s.reaper.Add(2)
 	go s.reap()
@@ -267,7 +276,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("/", s.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusNotFound, wire.CodeNotFound, "no route for "+r.Method+" "+r.URL.Path)
 	})))
-	return mux
+	return s.checkHost(mux) // hostcheck.go
 }
 
 // auth rejects requests without the bearer token, before any upgrade.

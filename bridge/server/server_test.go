@@ -83,23 +83,20 @@ func TestNewThreadHandshake(t *testing.T) {
 	}
 	spec := specs[0]
 	dir := filepath.Join(e.dataDir, "run", id)
+	// No secret in the environment: the LLM token comes with the claim.
 	wantEnv := []string{
-		"BOXWIRE_LISTEN=unix:/run/boxwire/agent.sock",
+		"BOXWIRE_LISTEN=unix:/run/boxwire-agent/agent.sock",
 		"BOXWIRE_LLM_SOCKET=/run/boxwire/llm.sock",
 		"OPENAI_BASE_URL=http://boxwire-llm/v1",
 		"BOXWIRE_MODEL=test-model",
 	}
-	if tok := envValue(spec.Env, "BOXWIRE_LLM_TOKEN"); len(tok) != 64 || strings.Contains(tok, testKey) {
-		t.Fatalf("sandbox LLM token %q", tok)
-	}
-	spec.Env = slices.DeleteFunc(slices.Clone(spec.Env), func(kv string) bool { return strings.HasPrefix(kv, "BOXWIRE_LLM_TOKEN=") })
 	if !slices.Equal(spec.Env, wantEnv) {
 		t.Fatalf("env %q, want %q", spec.Env, wantEnv)
 	}
 	if strings.Contains(fmt.Sprintf("%+v", spec), testKey) {
 		t.Fatal("the key is in the sandbox spec")
 	}
-	if spec.Name != "boxwire-"+id || spec.Image != "boxwire:test" || spec.SocketDir != dir ||
+	if spec.Name != "boxwire-"+id || spec.Image != "boxwire:test" || spec.SocketDir != dir || spec.AgentDir != filepath.Join(e.dataDir, "agent", id) ||
 		spec.WorkspaceVolume != "boxwire-ws-"+id || spec.User != "1000:1000" {
 		t.Fatalf("spec %+v", spec)
 	}
@@ -110,15 +107,19 @@ func TestNewThreadHandshake(t *testing.T) {
 	if _, err := time.Parse(time.RFC3339, l["boxwire.created"]); err != nil {
 		t.Fatalf("created label: %v", err)
 	}
+	// The bridge folder is the bridge's, the agent folder the sandbox's.
 	fi, err := os.Stat(dir)
-	if err != nil || fi.Mode().Perm() != 0o700 {
-		t.Fatalf("socket folder %v %v", fi, err)
+	if err != nil || fi.Mode().Perm() != 0o755 {
+		t.Fatalf("bridge folder %v %v", fi, err)
 	}
-	if st := fi.Sys().(*syscall.Stat_t); st.Uid != 1000 || st.Gid != 1000 {
-		t.Fatalf("socket folder owned by %d:%d", st.Uid, st.Gid)
+	if st := fi.Sys().(*syscall.Stat_t); int(st.Uid) != os.Geteuid() {
+		t.Fatalf("bridge folder owned by %d:%d", st.Uid, st.Gid)
 	}
 	if fi, err := os.Stat(filepath.Join(dir, "llm.sock")); err != nil || fi.Mode().Perm() != 0o666 {
 		t.Fatalf("llm.sock %v %v", fi, err)
+	}
+	if fi, err := os.Stat(spec.AgentDir); err != nil || fi.Sys().(*syscall.Stat_t).Uid != 1000 || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("agent folder %v %v", fi, err)
 	}
 }
 

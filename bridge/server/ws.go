@@ -40,7 +40,9 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		reject(conn, errorFor("", helloEnv.ID, err), websocket.ClosePolicyViolation)
 		return
 	}
-	t, err := s.threadFor(r.Context(), hello)
+	ctx, stopHangup := untilHangup(r.Context(), conn.NetConn()) // hangup.go: a client that leaves stops creation
+	t, err := s.threadFor(ctx, hello)
+	stopHangup()
 	if err != nil {
 		c.log.Warn("attach client", "thread", hello.Thread, "err", err)
 		reject(conn, errorFor(hello.Thread, helloEnv.ID, err), closeNormal)
