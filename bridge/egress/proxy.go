@@ -31,7 +31,7 @@ type Config struct {
 	AllowPrivate bool
 	// Resolver looks names up; nil means net.DefaultResolver.
 	Resolver *net.Resolver
-	// Logger receives one line per decision; nil means slog.Default().
+	// Logger receives one line per decision; nil discards them.
 	Logger *slog.Logger
 	// OnDecision, when set, is called for every request with the
 	// decision. It must not block.
@@ -89,7 +89,7 @@ type Proxy struct {
 func New(cfg Config) *Proxy {
 	p := &Proxy{cfg: cfg, log: cfg.Logger, tunnels: map[net.Conn]struct{}{}}
 	if p.log == nil {
-		p.log = slog.Default()
+		p.log = slog.New(slog.DiscardHandler)
 	}
 	if p.cfg.Resolver == nil {
 		p.cfg.Resolver = net.DefaultResolver

@@ -19,7 +19,7 @@ type Config struct {
 	// overall timeout (streams may be long) whose transport bounds dialing
 	// and waiting for response headers.
 	HTTPClient *http.Client
-	// Logger receives the proxy's logs; nil means slog.Default().
+	// Logger receives the proxy's logs; nil discards them.
 	Logger *slog.Logger
 
 	// Token, when set, must arrive as "Authorization: Bearer <Token>" on

@@ -80,7 +80,7 @@ func New(cfg Config) (*Proxy, error) {
 		p.client = NewHTTPClient()
 	}
 	if p.log == nil {
-		p.log = slog.Default()
+		p.log = slog.New(slog.DiscardHandler)
 	}
 	return p, nil
 }
