@@ -1,0 +1,94 @@
+package flow
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+)
+
+// ServeConfig configures Serve. Zero values mean defaults.
+type ServeConfig struct {
+	// Name names the server in the log line when serving fails.
+	Name string
+	// Logger receives that line and the http.Server's own errors; nil
+	// discards them.
+	Logger *slog.Logger
+	// ErrorLevel is the level of the http.Server's own errors (default
+	// Info, slog's zero level).
+	ErrorLevel slog.Level
+	// ReadHeaderTimeout bounds a request's headers; there is no write
+	// timeout (a response may stream for as long as it lasts).
+	ReadHeaderTimeout time.Duration
+}
+
+// Server is an http.Server served on a listener by a goroutine it owns.
+type Server struct {
+	path string
+	srv  *http.Server
+	done chan struct{}
+}
+
+// Serve serves h on ln in a goroutine owned by the returned Server, which
+// closes ln. It does not block.
+func Serve(ln net.Listener, h http.Handler, cfg ServeConfig) *Server {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{
+		path: ln.Addr().String(),
+		srv: &http.Server{
+			Handler:           h,
+			ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+			ErrorLog:          slog.NewLogLogger(log.Handler(), cfg.ErrorLevel),
+		},
+		done: make(chan struct{}),
+	}
+	go func() {
+		defer close(s.done)
+		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error(cfg.Name+" stopped", "socket", s.path, "err", err)
+		}
+	}()
+	return s
+}
+
+// Path is the address served (a unix socket's path).
+func (s *Server) Path() string { return s.path }
+
+// Stop stops listening (a unix listener removes its socket file) and cuts
+// live requests; it does not wait for the serving goroutine (see Wait).
+// It is idempotent.
+func (s *Server) Stop() error {
+	if err := s.srv.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// Wait waits for the serving goroutine to end after Stop, at most d (no
+// bound when d is 0), and reports whether it ended.
+func (s *Server) Wait(d time.Duration) bool {
+	if d <= 0 {
+		<-s.done
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-s.done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// Close is Stop, then Wait without a bound. It is idempotent.
+func (s *Server) Close() error {
+	err := s.Stop()
+	s.Wait(0)
+	return err
+}
