@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/boxwire/boxwire/bridge/sandbox"
+	"github.com/boxwire/boxwire/bridge/testutil"
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
 )
@@ -43,10 +44,12 @@ type env struct {
 	run string
 }
 
-// newEnv connects to the local engine. It fails the test when the engine
-// does not answer, unless BOXWIRE_SKIP_ENGINE=1, in which case it skips.
+// newEnv connects to the local engine. It skips the test unless engine
+// tests are opted in to (testutil.EngineTests), and then fails it when the
+// engine does not answer.
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	testutil.NeedEngine(t)
 	mgr, err := sandbox.NewDocker(sandbox.DockerConfig{})
 	if err != nil {
 		t.Fatalf("NewDocker: %v", err)
@@ -55,11 +58,8 @@ func newEnv(t *testing.T) *env {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := mgr.Ping(ctx); err != nil {
-		if os.Getenv("BOXWIRE_SKIP_ENGINE") == "1" {
-			t.Skipf("no Docker engine (BOXWIRE_SKIP_ENGINE=1): %v", err)
-		}
-		t.Fatalf("these tests need a running Docker engine at %s (start one with image/engine.sh, "+
-			"or set BOXWIRE_SKIP_ENGINE=1 to skip them): %v", mgr.Host(), err)
+		t.Fatalf("%s=1 and no Docker engine answers at %s (start one with image/engine.sh, "+
+			"or unset %s to skip these tests): %v", testutil.EngineTests, mgr.Host(), testutil.EngineTests, err)
 	}
 	cli, err := client.New(client.FromEnv)
 	if err != nil {
