@@ -113,5 +113,3 @@ func TestSecuritySandboxes(t *testing.T) {
 		}
 	})
 }
-
-
