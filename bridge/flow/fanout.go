@@ -2,6 +2,7 @@ package flow
 
 import (
 	"slices"
+	"sync/atomic"
 	"time"
 )
 
@@ -19,9 +20,10 @@ type Target interface {
 
 // Fanout offers frames to sets of Targets with the waiting rule of the
 // package comment. Its zero value is ready once StallLimit and LagGrace
-// are set. A Fanout serves one caller at a time (it keeps its Waker and
-// timer between calls): a terminal session's output, say, which is in
-// order anyway.
+// are set; it must not be copied after first use. It is safe for
+// concurrent use, and meant for one caller at a time (a terminal
+// session's output, which is in order anyway): that caller's waits reuse
+// one Waker and timer, a concurrent caller's wait makes its own.
 type Fanout[T Target] struct {
 	// StallLimit bounds waiting while every target is full.
 	StallLimit time.Duration
@@ -29,6 +31,7 @@ type Fanout[T Target] struct {
 	// the frame.
 	LagGrace time.Duration
 
+	busy  atomic.Bool // a wait is using w and timer
 	w     *Waker
 	timer *time.Timer
 }
@@ -43,7 +46,13 @@ func (f *Fanout[T]) Deliver(done <-chan struct{}, targets []T, frame []byte) (sl
 	if len(pending) == 0 {
 		return nil
 	}
-	return f.wait(done, pending, len(pending) < total, frame)
+	lagging := len(pending) < total
+	if !f.busy.CompareAndSwap(false, true) {
+		own := &Fanout[T]{StallLimit: f.StallLimit, LagGrace: f.LagGrace}
+		return own.wait(done, pending, lagging, frame)
+	}
+	defer f.busy.Store(false)
+	return f.wait(done, pending, lagging, frame)
 }
 
 // wait is Deliver's slow path: pending refused frame; lagging says another

@@ -210,3 +210,27 @@ func TestDeliverUnderLoad(t *testing.T) {
 		}
 	}
 }
+
+// TestDeliverConcurrentCallers: two callers of one Fanout wait for the
+// same full queue at once; a drain wakes both.
+func TestDeliverConcurrentCallers(t *testing.T) {
+	t.Parallel()
+	var f flow.Fanout[*flow.Queue[string]]
+	f.StallLimit, f.LagGrace = waitFor, waitFor
+	q := full(t, 8)
+	d := newDrainer(t, q, false)
+	var wg sync.WaitGroup
+	var slow atomic.Int32
+	for range 2 {
+		wg.Go(func() {
+			if len(f.Deliver(nil, []*flow.Queue[string]{q}, []byte("x"))) > 0 {
+				slow.Add(1)
+			}
+		})
+	}
+	time.AfterFunc(20*time.Millisecond, func() { close(d.open) })
+	wg.Wait()
+	if slow.Load() > 0 {
+		t.Fatal("a caller gave up on a queue that drained")
+	}
+}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/boxwire/boxwire/bridge/flow"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -86,6 +87,7 @@ func (c *client) kick(code int, text string, final *wire.Envelope) {
 	c.once.Do(func() {
 		c.closeCode, c.closeText, c.final = code, text, final
 		close(c.stop)
+		c.term.Wake() // a fan-out waiting for room finds c gone (terminal.go)
 	})
 }
 
@@ -111,13 +113,14 @@ type greeting struct {
 // connection when it returns.
 func (c *client) writePump(t *thread, g greeting) {
 	defer c.conn.Close()
+	w := c.w()
 	ticker := time.NewTicker(pingPeriod)
 	defer ticker.Stop()
 	for _, env := range []*wire.Envelope{&g.hello, g.then} {
 		if env == nil {
 			continue
 		}
-		if err := writeEnvelope(c.conn, *env); err != nil {
+		if err := w.JSON(*env); err != nil {
 			c.log.Debug("write to client", "err", err)
 			return
 		}
@@ -135,30 +138,32 @@ func (c *client) writePump(t *thread, g greeting) {
 		select {
 		case <-wake:
 		case env := <-c.send:
-			if err := writeEnvelope(c.conn, env); err != nil {
+			if err := w.JSON(env); err != nil {
 				c.log.Debug("write to client", "err", err)
 				return
 			}
-		case out := <-c.term:
+		case out := <-c.term.Items():
 			if err := c.writeTerm(out); err != nil {
 				c.log.Debug("write terminal to client", "err", err)
 				return
 			}
 		case <-ticker.C:
-			if err := c.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeWait)); err != nil {
+			if err := w.Ping(); err != nil {
 				c.log.Debug("ping client", "err", err)
 				return
 			}
 		case <-c.stop:
 			if c.final != nil && (c.final.Seq == 0 || c.final.Seq > c.cursor) {
-				_ = writeEnvelope(c.conn, *c.final)
+				_ = w.JSON(*c.final)
 			}
-			msg := websocket.FormatCloseMessage(c.closeCode, c.closeText)
-			_ = c.conn.WriteControl(websocket.CloseMessage, msg, time.Now().Add(writeWait))
+			_ = w.Close(c.closeCode, c.closeText)
 			return
 		}
 	}
 }
+
+// w is the writer of c's connection; only writePump writes.
+func (c *client) w() flow.Writer { return flow.Writer{Conn: c.conn, Wait: writeWait} }
 
 // closedWake is always ready: the writer selects on it to take other work
 // between batches of events without waiting.
@@ -170,7 +175,7 @@ func (c *client) writeEvents(t *thread) error {
 		if env.Seq <= c.cursor {
 			continue
 		}
-		if err := writeEnvelope(c.conn, env); err != nil {
+		if err := c.w().JSON(env); err != nil {
 			return err
 		}
 		c.cursor = env.Seq
@@ -216,10 +221,7 @@ func (c *client) readPump(t *thread) {
 
 // writeEnvelope writes one frame with the write deadline.
 func writeEnvelope(conn *websocket.Conn, env wire.Envelope) error {
-	if err := conn.SetWriteDeadline(time.Now().Add(writeWait)); err != nil {
-		return err
-	}
-	return conn.WriteJSON(env)
+	return flow.Writer{Conn: conn, Wait: writeWait}.JSON(env)
 }
 
 // reject answers a connection that will not be attached with env and a

@@ -2,13 +2,10 @@ package server
 
 import (
 	"io"
-	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/gorilla/websocket"
-
+	"github.com/boxwire/boxwire/bridge/flow"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -33,65 +30,55 @@ const (
 	termStallLimit = 10 * time.Second
 	// termLagGrace is how long a full client may lag behind one that keeps up.
 	termLagGrace = time.Second
-	// termPoll is how often a waiting fan-out retries full clients.
-	termPoll = time.Millisecond
 	// maxInputFrame bounds a client's binary frame.
 	maxInputFrame = wire.MaxFrameData + 2 + 255
 )
 
-// termOut is one queued terminal item for a client: a control message or
-// an output frame.
-type termOut struct {
-	env   *wire.Envelope
-	frame []byte
-}
-
-// termQueue is a client's terminal queue; its writePump drains it.
+// termQueue is a client's terminal queue (control messages and output
+// frames, see flow.Queue); its writePump drains it.
 type termQueue struct {
-	term      chan termOut
-	termBytes atomic.Int64
+	term *flow.Queue[wire.Envelope]
 }
 
-func newTermQueue() termQueue { return termQueue{term: make(chan termOut, termQueueLen)} }
+func newTermQueue() termQueue {
+	return termQueue{term: flow.NewQueue[wire.Envelope](termQueueLen, termBudget)}
+}
 
 // termSend queues a terminal control message in order with the frames; a
 // client whose queue is full is dropped.
 func (c *client) termSend(env wire.Envelope) {
-	select {
-	case c.term <- termOut{env: &env}:
-	default:
+	if !c.term.Send(env) {
 		c.log.Warn("terminal queue full; dropping client")
 		c.kick(closeTooSlow, "client too slow", nil)
 	}
 }
 
-// termOffer queues an output frame unless termBudget bytes already wait.
-func (c *client) termOffer(frame []byte) bool {
-	n := int64(len(frame))
-	if c.termBytes.Load()+n > termBudget {
-		return false
-	}
+// Offer implements flow.Target: it queues an output frame unless
+// termBudget bytes already wait. A client that is leaving takes every
+// frame (nothing to wait for).
+func (c *client) Offer(frame []byte) bool {
 	select {
 	case <-c.stop:
-		return true // leaving: nothing to wait for
-	case c.term <- termOut{frame: frame}:
-		c.termBytes.Add(n)
 		return true
 	default:
-		return false
 	}
+	return c.term.Offer(frame)
 }
 
+// Watch implements flow.Target: w is woken when the writer takes an item,
+// or when the client is kicked.
+func (c *client) Watch(w *flow.Waker) { c.term.Watch(w) }
+
+// Unwatch implements flow.Target.
+func (c *client) Unwatch(w *flow.Waker) { c.term.Unwatch(w) }
+
 // writeTerm writes one queued terminal item.
-func (c *client) writeTerm(out termOut) error {
-	if out.env != nil {
-		return writeEnvelope(c.conn, *out.env)
+func (c *client) writeTerm(out flow.Item[wire.Envelope]) error {
+	c.term.Release(out)
+	if out.Msg != nil {
+		return writeEnvelope(c.conn, *out.Msg)
 	}
-	c.termBytes.Add(-int64(len(out.frame)))
-	if err := c.conn.SetWriteDeadline(time.Now().Add(writeWait)); err != nil {
-		return err
-	}
-	return c.conn.WriteMessage(websocket.BinaryMessage, out.frame)
+	return c.w().Binary(out.Frame)
 }
 
 // termRelay is a thread's terminal state: which clients watch which session,
@@ -100,10 +87,15 @@ type termRelay struct {
 	mu       sync.Mutex
 	watchers map[string]map[*client]struct{} // session -> clients
 	input    chan []byte
+	// fan fans output out on readAgent (one at a time: a link's reader
+	// ends before the next link's starts reading).
+	fan flow.Fanout[*client]
 }
 
 func newTermRelay() *termRelay {
-	return &termRelay{watchers: map[string]map[*client]struct{}{}, input: make(chan []byte, agentSendBuffer)}
+	r := &termRelay{watchers: map[string]map[*client]struct{}{}, input: make(chan []byte, agentSendBuffer)}
+	r.fan.StallLimit, r.fan.LagGrace = termStallLimit, termLagGrace
+	return r
 }
 
 func (r *termRelay) add(session string, c *client) {
@@ -210,34 +202,7 @@ func (t *thread) terminalOutput(data []byte) {
 		t.log.Warn("bad terminal frame from agent", "err", err)
 		return
 	}
-	pending := t.term.clients(f.Session)
-	total := len(pending)
-	pending = slices.DeleteFunc(pending, func(c *client) bool { return c.termOffer(data) })
-	if len(pending) == 0 {
-		return
-	}
-	deadline := time.Now().Add(termStallLimit)
-	if len(pending) < total {
-		deadline = time.Now().Add(termLagGrace)
-	}
-	timer := time.NewTimer(termPoll)
-	defer timer.Stop()
-	for len(pending) > 0 && time.Now().Before(deadline) {
-		select {
-		case <-t.stop:
-			return
-		case <-timer.C:
-			timer.Reset(termPoll)
-		}
-		before := len(pending)
-		pending = slices.DeleteFunc(pending, func(c *client) bool { return c.termOffer(data) })
-		if len(pending) < before {
-			if d := time.Now().Add(termLagGrace); d.Before(deadline) {
-				deadline = d
-			}
-		}
-	}
-	for _, c := range pending {
+	for _, c := range t.term.fan.Deliver(t.stop, t.term.clients(f.Session), data) {
 		c.log.Warn("terminal client too slow; detached", "session", f.Session)
 		t.term.remove(f.Session, c)
 		c.termSend(wire.MustNew(wire.TypeTerminalDetached, t.id, "", wire.TerminalDetached{Session: f.Session, Reason: wire.DetachTooSlow}))
@@ -273,8 +238,5 @@ func (t *thread) terminalInput(c *client, r io.Reader) {
 
 // writeAgentInput writes one input frame to the agent.
 func (t *thread) writeAgentInput(data []byte) error {
-	if err := t.agent.SetWriteDeadline(time.Now().Add(writeWait)); err != nil {
-		return err
-	}
-	return t.agent.WriteMessage(websocket.BinaryMessage, data)
+	return flow.Writer{Conn: t.agent, Wait: writeWait}.Binary(data)
 }
