@@ -6,7 +6,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"time"
+
+	"github.com/boxwire/boxwire/bridge/flow"
 )
 
 // tunnel answers CONNECT: it dials t, hijacks the caller's connection and
@@ -88,38 +89,26 @@ func (p *Proxy) closeTunnels() {
 
 // Listener is a proxy served on a listener.
 type Listener struct {
-	path string
-	srv  *http.Server
-	p    *Proxy
-	done chan struct{}
+	srv *flow.Server
+	p   *Proxy
 }
 
 // Serve serves p on ln in a goroutine owned by the returned Listener, which
 // closes ln. It does not block. The bridge gives it a unix socket in a
 // folder only the bridge can write (bridge/boxdir).
 func (p *Proxy) Serve(ln net.Listener) *Listener {
-	l := &Listener{path: ln.Addr().String(), p: p, done: make(chan struct{}), srv: &http.Server{
-		Handler:           p,
-		ReadHeaderTimeout: readHeaderTimeout,
-		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
-	}}
-	go func() {
-		defer close(l.done)
-		if err := l.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			p.log.Error("egress proxy stopped", "socket", l.path, "err", err)
-		}
-	}()
-	return l
+	return &Listener{p: p, srv: flow.Serve(ln, p, flow.ServeConfig{
+		Name: "egress proxy", Logger: p.log, ErrorLevel: slog.LevelDebug, ReadHeaderTimeout: readHeaderTimeout,
+	})}
 }
 
 // Close stops listening (a unix listener removes its socket file), cuts
-// live requests and tunnels and waits for the proxy's goroutines. It is idempotent.
+// live requests and tunnels and waits for the proxy's goroutines, at most
+// dialTimeout for the serving one. It is idempotent.
 func (l *Listener) Close() error {
-	err := l.srv.Close()
+	err := l.srv.Stop()
 	l.p.closeTunnels()
-	select {
-	case <-l.done:
-	case <-time.After(dialTimeout):
+	if !l.srv.Wait(dialTimeout) {
 		return errors.New("egress proxy did not stop")
 	}
 	return err
