@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/boxwire/boxwire/bridge/flow"
 	"github.com/boxwire/boxwire/bridge/wire"
 	"github.com/gorilla/websocket"
 )
@@ -127,6 +128,7 @@ func (c *Conn) wake(env wire.Envelope) bool {
 func (c *Conn) writePump() {
 	defer close(c.writeDone)
 	defer c.ws.Close()
+	w := flow.Writer{Conn: c.ws, Wait: writeWait}
 	ticker := time.NewTicker(pingPeriod)
 	defer ticker.Stop()
 	for {
@@ -138,21 +140,19 @@ func (c *Conn) writePump() {
 				return
 			default:
 			}
-			_ = c.ws.SetWriteDeadline(time.Now().Add(writeWait))
-			err := c.ws.WriteMessage(out.kind, out.data)
+			err := w.Message(out.kind, out.data)
 			out.done <- err
 			if err != nil {
 				c.fail(fmt.Errorf("write: %w", err))
 				return
 			}
 		case <-ticker.C:
-			if err := c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeWait)); err != nil {
+			if err := w.Ping(); err != nil {
 				c.fail(fmt.Errorf("write ping: %w", err))
 				return
 			}
 		case <-c.quit:
-			msg := websocket.FormatCloseMessage(websocket.CloseNormalClosure, "")
-			if c.ws.WriteControl(websocket.CloseMessage, msg, time.Now().Add(writeWait)) == nil {
+			if w.Close(websocket.CloseNormalClosure, "") == nil {
 				grace := time.NewTimer(closeGrace)
 				select {
 				case <-c.readDone:
