@@ -28,9 +28,17 @@ type Config struct {
 	// MaxFileBytes caps one uploaded file; a larger one is skipped with
 	// code too_large (a raw upload is answered 413).
 	MaxFileBytes int64
+	// SandboxRoots are folders outside the workspace that a request with
+	// the query parameter sandbox_paths=1 may name by absolute path
+	// (places in the sandbox itself, like its /tmp); nil means
+	// DefaultSandboxRoots, an empty non-nil slice none.
+	SandboxRoots []string
 	// Logger receives diagnostics; nil discards them.
 	Logger *slog.Logger
 }
+
+// DefaultSandboxRoots is Config.SandboxRoots's default: the sandbox's /tmp.
+var DefaultSandboxRoots = []string{"/tmp"}
 
 // Handler serves wire.FilesPath. It does not authenticate: mount it behind
 // the same token check as the WebSocket. It is safe for concurrent use and
@@ -45,6 +53,9 @@ type Handler struct {
 func New(cfg Config) *Handler {
 	if cfg.MaxFileBytes <= 0 {
 		cfg.MaxFileBytes = DefaultMaxFileBytes
+	}
+	if cfg.SandboxRoots == nil {
+		cfg.SandboxRoots = DefaultSandboxRoots
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -61,17 +72,18 @@ const drainLimit = 64 << 20
 // ServeHTTP uploads on PUT (and POST) and downloads on GET.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() { _, _ = io.Copy(io.Discard, io.LimitReader(r.Body, drainLimit)) }()
-	root, err := os.OpenRoot(h.cfg.Workspace)
-	if err != nil {
-		writeError(w, http.StatusInternalServerError, wire.CodeInternal, fmt.Sprintf("open workspace: %v", err))
-		return
-	}
-	defer root.Close()
-	rel, err := h.clean(r.URL.Query().Get("path"))
+	q := r.URL.Query()
+	dir, rel, err := h.locate(q.Get("path"), q.Get("sandbox_paths") == "1")
 	if err != nil {
 		writeError(w, http.StatusBadRequest, wire.CodeInvalidPath, err.Error())
 		return
 	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, wire.CodeInternal, fmt.Sprintf("open %s: %v", dir, err))
+		return
+	}
+	defer root.Close()
 	raw := r.URL.Query().Get("format") == "raw"
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
@@ -86,6 +98,33 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", "GET, HEAD, PUT, POST")
 		writeError(w, http.StatusMethodNotAllowed, wire.CodeBadMessage, r.Method+" is not supported")
 	}
+}
+
+// locate returns the folder a request's path lies in and the path relative
+// to it: the workspace, or with sandbox set (an absolute path outside the
+// workspace) the sandbox root holding it. The folder is opened as an
+// os.Root, so nothing below it climbs out.
+func (h *Handler) locate(p string, sandbox bool) (dir, rel string, err error) {
+	if sandbox && strings.HasPrefix(p, "/") && !strings.ContainsRune(p, 0) {
+		c := path.Clean(p)
+		if !within(filepath.Clean(h.cfg.Workspace), c) {
+			for _, r := range h.cfg.SandboxRoots {
+				r = filepath.Clean(r)
+				if within(r, c) {
+					rel, _ := filepath.Rel(r, c)
+					return r, rel, nil
+				}
+			}
+		}
+	}
+	rel, err = h.clean(p)
+	return h.cfg.Workspace, rel, err
+}
+
+// within reports whether the clean absolute path p is root or below it.
+func within(root, p string) bool {
+	rel, err := filepath.Rel(root, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }
 
 // clean turns a client's path into a clean path relative to the workspace

@@ -38,16 +38,17 @@ func (d *deleteTool) Run(_ context.Context, call Call) Result {
 	if err := decodeArgs(call.Args, &args); err != nil {
 		return failed("%v", err)
 	}
+	ws := d.ws.forCall(call.Args)
 	if args.Path == nil {
 		return missing("path")
 	}
-	real, err := d.ws.resolveLink(*args.Path)
+	real, err := ws.resolveLink(*args.Path)
 	if err != nil {
 		return failed("%v", err)
 	}
-	name := d.ws.display(real)
-	if d.ws.isRoot(real) {
-		return failed("refused: %s is the workspace itself", d.ws.root)
+	name := ws.display(real)
+	if ws.isRoot(real) {
+		return failed("refused: %s is the workspace itself", ws.root)
 	}
 	st, err := os.Lstat(real)
 	switch {

@@ -53,6 +53,7 @@ func (e *editFile) Run(_ context.Context, call Call) Result {
 	if err := decodeArgs(call.Args, &args); err != nil {
 		return failed("%v", err)
 	}
+	ws := e.ws.forCall(call.Args)
 	switch {
 	case args.Path == nil:
 		return missing("path")
@@ -65,11 +66,11 @@ func (e *editFile) Run(_ context.Context, call Call) Result {
 	case *args.Old == *args.New:
 		return failed("old and new are the same; nothing to change")
 	}
-	real, err := e.ws.resolve(*args.Path)
+	real, err := ws.resolve(*args.Path)
 	if err != nil {
 		return failed("%v", err)
 	}
-	name := e.ws.display(real)
+	name := ws.display(real)
 	f, err := openRegular(real, name)
 	if err != nil {
 		return failed("%v", err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -34,7 +35,8 @@ func (*glob) Parameters() json.RawMessage {
 	return json.RawMessage(`{
   "type": "object",
   "properties": {
-    "pattern": {"type": "string", "description": "Glob pattern, relative to the workspace, e.g. **/*_test.go or *.md."}
+    "pattern": {"type": "string", "description": "Glob pattern, relative to the workspace (or to path), e.g. **/*_test.go or *.md."},
+    "path": {"type": "string", "description": "Directory to search from, relative to the workspace or absolute inside it; default the workspace. Paths come relative to it."}
   },
   "required": ["pattern"]
 }`)
@@ -42,6 +44,7 @@ func (*glob) Parameters() json.RawMessage {
 
 type globArgs struct {
 	Pattern *string `json:"pattern"`
+	Path    *string `json:"path"`
 }
 
 // Run walks the workspace. It stops when ctx ends.
@@ -53,11 +56,22 @@ func (g *glob) Run(ctx context.Context, call Call) Result {
 	if args.Pattern == nil || *args.Pattern == "" {
 		return missing("pattern")
 	}
-	m, err := newMatcher(g.ws, *args.Pattern)
+	ws := g.ws.forCall(call.Args)
+	dir := "."
+	if args.Path != nil && *args.Path != "" {
+		dir = *args.Path
+	}
+	root, err := ws.resolve(dir)
 	if err != nil {
 		return failed("%v", err)
 	}
-	root, err := g.ws.resolve(".")
+	if st, err := os.Stat(root); err != nil || !st.IsDir() {
+		return failed("%s is not a directory", ws.display(root))
+	}
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join(ws.root, dir)
+	}
+	m, err := newMatcher(*args.Pattern, root, filepath.Clean(dir))
 	if err != nil {
 		return failed("%v", err)
 	}
@@ -127,13 +141,21 @@ type matcher struct {
 // newMatcher validates pattern: relative to the workspace (or absolute
 // inside it), without .. components. A pattern without / matches base
 // names at any depth.
-func newMatcher(ws workspace, pattern string) (*matcher, error) {
+// newMatcher compiles pattern for paths relative to the searched folder,
+// named by dirs (its real path first, then the path as given); an absolute
+// pattern must lie below it.
+func newMatcher(pattern string, dirs ...string) (*matcher, error) {
 	p := filepath.ToSlash(pattern)
 	if strings.HasPrefix(p, "/") {
-		root := filepath.ToSlash(filepath.Clean(ws.root))
-		rel, ok := strings.CutPrefix(p, root+"/")
+		rel, ok := "", false
+		for _, d := range dirs {
+			root := strings.TrimSuffix(filepath.ToSlash(filepath.Clean(d)), "/")
+			if rel, ok = strings.CutPrefix(p, root+"/"); ok {
+				break
+			}
+		}
 		if !ok {
-			return nil, fmt.Errorf("pattern %q is outside the workspace %s", pattern, ws.root)
+			return nil, fmt.Errorf("pattern %q is outside the workspace or the searched folder %s", pattern, dirs[0])
 		}
 		p = rel
 	}

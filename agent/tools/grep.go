@@ -97,7 +97,7 @@ func (g *grep) Run(ctx context.Context, call Call) Result {
 	if err := decodeArgs(call.Args, &args); err != nil {
 		return failed("%v", err)
 	}
-	q, max, err := g.query(args)
+	q, max, err := g.query(g.ws.forCall(call.Args), args)
 	if err != nil {
 		return failed("%v", err)
 	}
@@ -114,7 +114,7 @@ func (g *grep) Run(ctx context.Context, call Call) Result {
 }
 
 // query validates the arguments.
-func (g *grep) query(args grepArgs) (*grepQuery, int, error) {
+func (g *grep) query(ws workspace, args grepArgs) (*grepQuery, int, error) {
 	if args.Pattern == nil || *args.Pattern == "" {
 		return nil, 0, errors.New(`missing required argument "pattern"`)
 	}
@@ -150,17 +150,25 @@ func (g *grep) query(args grepArgs) (*grepQuery, int, error) {
 	if args.Path != nil && *args.Path != "" {
 		path = *args.Path
 	}
-	if q.root, err = g.ws.resolve("."); err != nil {
+	if q.root, err = ws.resolve("."); err != nil {
 		return nil, 0, err
 	}
-	if q.target, err = g.ws.resolve(path); err != nil {
+	given := ws.root
+	if q.target, err = ws.resolve(path); err != nil {
 		return nil, 0, err
 	}
-	if _, err := os.Stat(q.target); err != nil {
-		return nil, 0, fmt.Errorf("%s does not exist", g.ws.display(q.target))
+	st, err := os.Stat(q.target)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s does not exist", ws.display(q.target))
+	}
+	if ws.sandbox { // paths relative to the searched folder, which may be outside the workspace
+		q.root, given = q.target, path
+		if !st.IsDir() {
+			q.root, given = filepath.Dir(q.target), filepath.Dir(path)
+		}
 	}
 	if args.Glob != nil && *args.Glob != "" {
-		if q.glob, err = newMatcher(g.ws, *args.Glob); err != nil {
+		if q.glob, err = newMatcher(*args.Glob, q.root, given); err != nil {
 			return nil, 0, err
 		}
 		q.glob.dots = true // the glob only filters; dot-files are searched

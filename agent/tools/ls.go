@@ -46,15 +46,16 @@ func (l *ls) Run(_ context.Context, call Call) Result {
 	if err := decodeArgs(call.Args, &args); err != nil {
 		return failed("%v", err)
 	}
+	ws := l.ws.forCall(call.Args)
 	path := "."
 	if args.Path != nil {
 		path = *args.Path
 	}
-	real, err := l.ws.resolveRead(path)
+	real, err := ws.resolveRead(path)
 	if err != nil {
 		return failed("%v", err)
 	}
-	name := l.ws.display(real)
+	name := ws.display(real)
 	st, err := os.Stat(real)
 	switch {
 	case err != nil && os.IsNotExist(err):

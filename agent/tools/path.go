@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -9,10 +10,51 @@ import (
 )
 
 // workspace confines paths to a root directory, and allows reads of one
-// more directory (where command outputs are kept).
+// more directory (where command outputs are kept). A call made with
+// sandbox_paths (see forCall) may also name absolute paths below the
+// sandbox roots (extra), e.g. /tmp.
 type workspace struct {
 	root     string
 	readOnly string
+	extra    []string // clean absolute sandbox roots
+	sandbox  bool     // this call may use extra
+}
+
+// sandboxArg is the argument a direct caller (run_tool) sets to reach the
+// sandbox roots besides the workspace.
+type sandboxArg struct {
+	SandboxPaths bool `json:"sandbox_paths"`
+}
+
+// forCall returns w for one call: with the sandbox roots enabled when the
+// arguments say "sandbox_paths": true. They are still inside the sandbox
+// (a tmpfs of the container), so nothing reaches past it; what changes is
+// only which of the sandbox's own folders a path may name.
+func (w workspace) forCall(args json.RawMessage) workspace {
+	var a sandboxArg
+	if len(w.extra) > 0 && json.Unmarshal(args, &a) == nil && a.SandboxPaths {
+		w.sandbox = true
+	}
+	return w
+}
+
+// base returns the root abs (clean, absolute) lies in: the workspace, or
+// in sandbox mode one of the extra roots; ok is false when none holds it.
+func (w workspace) base(abs string) (clean, real string, ok bool) {
+	roots := []string{filepath.Clean(w.root)}
+	if w.sandbox {
+		roots = append(roots, w.extra...)
+	}
+	for _, r := range roots {
+		rr, err := filepath.EvalSymlinks(r)
+		if err != nil {
+			continue
+		}
+		if within(r, abs) || within(rr, abs) {
+			return r, rr, true
+		}
+	}
+	return "", "", false
 }
 
 // resolveRead is resolve for tools that only read: it also accepts a path
@@ -46,15 +88,15 @@ func (w workspace) resolve(path string) (string, error) {
 	if path == "" {
 		return "", errors.New("path is empty")
 	}
-	root, err := filepath.EvalSymlinks(w.root)
-	if err != nil {
+	if _, err := filepath.EvalSymlinks(w.root); err != nil {
 		return "", fmt.Errorf("workspace %s: %w", w.root, err)
 	}
 	abs := filepath.Clean(path)
 	if !filepath.IsAbs(abs) {
 		abs = filepath.Join(w.root, abs)
 	}
-	if !within(filepath.Clean(w.root), abs) && !within(root, abs) {
+	base, root, ok := w.base(abs)
+	if !ok {
 		return "", fmt.Errorf("path %q is outside the workspace %s", path, w.root)
 	}
 	real, err := evalExisting(abs)
@@ -62,7 +104,10 @@ func (w workspace) resolve(path string) (string, error) {
 		return "", fmt.Errorf("resolve %q: %w", path, err)
 	}
 	if !within(root, real) {
-		return "", fmt.Errorf("path %q resolves to %s, outside the workspace %s", path, real, w.root)
+		if base == filepath.Clean(w.root) {
+			base = "the workspace " + base
+		}
+		return "", fmt.Errorf("path %q resolves to %s, outside %s", path, real, base)
 	}
 	return real, nil
 }
@@ -121,7 +166,7 @@ func (w workspace) resolveLink(path string) (string, error) {
 	if !filepath.IsAbs(abs) {
 		abs = filepath.Join(w.root, abs)
 	}
-	if abs == filepath.Clean(w.root) {
+	if w.isBase(abs) {
 		return w.resolve(path)
 	}
 	dir, err := w.resolve(filepath.Dir(abs))
@@ -131,8 +176,15 @@ func (w workspace) resolveLink(path string) (string, error) {
 	return filepath.Join(dir, filepath.Base(abs)), nil
 }
 
-// isRoot reports whether real is the workspace root.
+// isRoot reports whether real is the workspace root or, in sandbox mode,
+// one of the sandbox roots.
 func (w workspace) isRoot(real string) bool {
-	root, err := filepath.EvalSymlinks(w.root)
-	return err == nil && filepath.Clean(real) == root
+	_, root, ok := w.base(real)
+	return ok && filepath.Clean(real) == root
+}
+
+// isBase reports whether abs (clean) names a root itself.
+func (w workspace) isBase(abs string) bool {
+	base, root, ok := w.base(abs)
+	return ok && (abs == base || abs == root)
 }

@@ -61,6 +61,7 @@ func (r *readFile) Run(_ context.Context, call Call) Result {
 	if err := decodeArgs(call.Args, &args); err != nil {
 		return failed("%v", err)
 	}
+	ws := r.ws.forCall(call.Args)
 	if args.Path == nil {
 		return missing("path")
 	}
@@ -75,11 +76,11 @@ func (r *readFile) Run(_ context.Context, call Call) Result {
 			return failed("limit must be 1 or more, got %d", limit)
 		}
 	}
-	real, err := r.ws.resolveRead(*args.Path)
+	real, err := ws.resolveRead(*args.Path)
 	if err != nil {
 		return failed("%v", err)
 	}
-	name := r.ws.display(real)
+	name := ws.display(real)
 	f, err := openRegular(real, name)
 	if err != nil {
 		return failed("%v", err)

@@ -22,6 +22,9 @@ const (
 	DefaultKillGrace      = 500 * time.Millisecond
 )
 
+// DefaultSandboxRoots is Config.SandboxRoots's default: the sandbox's /tmp.
+var DefaultSandboxRoots = []string{"/tmp"}
+
 // MaxExecTimeout is kept for callers of the skeleton's API; it equals
 // DefaultMaxExecTimeout.
 const MaxExecTimeout = DefaultMaxExecTimeout
@@ -57,6 +60,11 @@ type Config struct {
 	// KillGrace is how long a stopped command's process group has between
 	// SIGTERM and SIGKILL; zero means DefaultKillGrace.
 	KillGrace time.Duration
+	// SandboxRoots are folders outside the workspace that a direct call
+	// (run_tool) may name by absolute path when its arguments carry
+	// "sandbox_paths": true — places in the sandbox itself, like its /tmp
+	// tmpfs; nil means DefaultSandboxRoots, an empty non-nil slice none.
+	SandboxRoots []string
 	// NoRipgrep makes grep use its Go search even when rg is in PATH.
 	NoRipgrep bool
 	// Logger receives debug logs of tool runs; nil discards them.
@@ -92,6 +100,9 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	if c.SandboxRoots == nil {
+		c.SandboxRoots = DefaultSandboxRoots
+	}
 	return c
 }
 
@@ -118,6 +129,11 @@ func New(cfg Config) *Set {
 		outDir = filepath.Clean(cfg.OutputDir)
 	}
 	ws := workspace{root: root, readOnly: outDir}
+	for _, r := range cfg.SandboxRoots {
+		if filepath.IsAbs(r) {
+			ws.extra = append(ws.extra, filepath.Clean(r))
+		}
+	}
 	env := childEnv(cfg.Env)
 	jobs := &jobManager{
 		store: &outputStore{dir: outDir, limit: cfg.OutputDirLimit, log: cfg.Logger, inUse: map[string]bool{}},

@@ -44,17 +44,18 @@ func (w *writeFile) Run(_ context.Context, call Call) Result {
 	if err := decodeArgs(call.Args, &args); err != nil {
 		return failed("%v", err)
 	}
+	ws := w.ws.forCall(call.Args)
 	if args.Path == nil {
 		return missing("path")
 	}
 	if args.Content == nil {
 		return missing("content")
 	}
-	real, err := w.ws.resolve(*args.Path)
+	real, err := ws.resolve(*args.Path)
 	if err != nil {
 		return failed("%v", err)
 	}
-	name := w.ws.display(real)
+	name := ws.display(real)
 	mode, existed := fs.FileMode(0o644), false
 	switch st, err := os.Stat(real); {
 	case err == nil && st.IsDir():
