@@ -16,6 +16,7 @@ import (
 	"github.com/boxwire/boxwire/agent/loop"
 	"github.com/boxwire/boxwire/agent/session"
 	"github.com/boxwire/boxwire/agent/tools"
+	"github.com/boxwire/boxwire/bridge/testutil"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -213,7 +214,7 @@ func TestGoldenAgent(t *testing.T) {
 
 	c.send(userMessage("m4", "wait"))
 	r.until("", isType(wire.TypeUserEcho))
-	waitClosed(t, taken)
+	testutil.RequireClosed(t, "the model taking the step", taken, waitFor)
 	c.send(userMessage("m5", "are you there?"))
 	r.until("error_reply", isType(wire.TypeError))
 	c.send(wire.MustNew(wire.TypePing, "", "p1", nil))
@@ -235,15 +236,6 @@ func TestGoldenAgent(t *testing.T) {
 				workspace: goldenWorkspace, outDir: goldenOutputDir,
 			}))
 		})
-	}
-}
-
-func waitClosed(t *testing.T, ch <-chan struct{}) {
-	t.Helper()
-	select {
-	case <-ch:
-	case <-time.After(waitFor):
-		t.Fatal("the model never took the step")
 	}
 }
 

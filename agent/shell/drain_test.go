@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/boxwire/boxwire/agent/shell"
+	"github.com/boxwire/boxwire/bridge/testutil"
 )
 
 // seqOutput is what `seq 1 n` prints on a terminal.
@@ -33,24 +34,9 @@ type gatedWriter struct {
 }
 
 func (w *gatedWriter) Write(p []byte) (int, error) {
-	w.once.Do(func() {
-		select {
-		case <-w.gate:
-		case <-time.After(waitLimit):
-		}
-	})
+	w.once.Do(func() { testutil.WaitClosed(w.gate, waitLimit) })
 	time.Sleep(w.pause)
 	return w.buffer.Write(p)
-}
-
-// waitClosed waits for ch with a deadline; it does not fail the test,
-// because the hook runs where failing is not allowed: a missed step shows
-// as wrong output instead.
-func waitClosed(ch <-chan struct{}) {
-	select {
-	case <-ch:
-	case <-time.After(waitLimit):
-	}
 }
 
 // runGated runs `seq 1 n` (as one write, so that it fits the terminal's
@@ -81,7 +67,9 @@ func runGated(t *testing.T, n int, w *gatedWriter) string {
 // The interleaving that lost the tail under load: the reader arms its
 // drain deadline after the exit, and only then does the waiter's wake-up
 // (a deadline of "now") land, before the reader's next read. Output still
-// held by the terminal must be read all the same.
+// held by the terminal must be read all the same. The hook waits without
+// failing (it runs where failing is not allowed): a missed step shows as
+// wrong output instead.
 func TestNoOutputLostWhenWakeUpLandsLate(t *testing.T) {
 	for run := range 5 {
 		exited, armed, woke := make(chan struct{}), make(chan struct{}), make(chan struct{})
@@ -89,9 +77,9 @@ func TestNoOutputLostWhenWakeUpLandsLate(t *testing.T) {
 		shell.SetTestHook(func(event string) {
 			switch event {
 			case "exited": // the waiter, before its wake-up
-				onceExited.Do(func() { close(exited); waitClosed(armed) })
+				onceExited.Do(func() { close(exited); testutil.WaitClosed(armed, waitLimit) })
 			case "armed": // the reader, before its first read after the exit
-				onceArmed.Do(func() { close(armed); waitClosed(woke) })
+				onceArmed.Do(func() { close(armed); testutil.WaitClosed(woke, waitLimit) })
 			case "woke":
 				onceWoke.Do(func() { close(woke) })
 			}

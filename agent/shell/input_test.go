@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/boxwire/boxwire/agent/shell"
+	"github.com/boxwire/boxwire/bridge/testutil"
 )
 
 // AwaitingInput sees a prompt however the program waits for the terminal
@@ -44,13 +45,7 @@ func TestAwaitingInputHoweverTheProgramWaits(t *testing.T) {
 			p, out := start(t, shell.Spec{Command: tt.command, Stdin: tt.stdin})
 			out.waitFor(t, "ready")
 			if tt.waits {
-				deadline := time.Now().Add(waitLimit)
-				for !p.AwaitingInput() {
-					if time.Now().After(deadline) {
-						t.Fatalf("not awaiting input after %v; output %q", waitLimit, out.String())
-					}
-					time.Sleep(10 * time.Millisecond)
-				}
+				testutil.Eventually(t, "AwaitingInput", waitLimit, p.AwaitingInput)
 				return
 			}
 			// The program is in its wait well within this time (the ones

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/boxwire/boxwire/agent/shell"
+	"github.com/boxwire/boxwire/bridge/testutil"
 	"go.uber.org/goleak"
 )
 
@@ -42,13 +43,12 @@ func (b *buffer) String() string {
 // waitFor fails the test unless the output contains want before the limit.
 func (b *buffer) waitFor(t *testing.T, want string) {
 	t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	for !strings.Contains(b.String(), want) {
-		if time.Now().After(deadline) {
-			t.Fatalf("output never contained %q; got %q", want, b.String())
+	testutil.Until(t, "output containing "+strconv.Quote(want), waitLimit, func() error {
+		if got := b.String(); !strings.Contains(got, want) {
+			return fmt.Errorf("output %q", got)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func start(t *testing.T, spec shell.Spec) (*shell.Process, *buffer) {
@@ -70,18 +70,11 @@ func wait(t *testing.T, p *shell.Process) (int, error) {
 		code int
 		err  error
 	}
-	done := make(chan result, 1)
-	go func() {
+	r := testutil.Within(t, "Wait", waitLimit, func() result {
 		code, err := p.Wait()
-		done <- result{code, err}
-	}()
-	select {
-	case r := <-done:
-		return r.code, r.err
-	case <-time.After(waitLimit):
-		t.Fatal("Wait did not return")
-		return 0, nil
-	}
+		return result{code, err}
+	})
+	return r.code, r.err
 }
 
 func bash(script string) []string { return []string{"bash", "-c", script} }
@@ -201,15 +194,10 @@ func alive(pid int) bool {
 	return i < 0 || i+2 >= len(s) || (s[i+2] != 'Z' && s[i+2] != 'X')
 }
 
+// waitDead fails the test unless pid is gone (or a zombie) within waitLimit.
 func waitDead(t *testing.T, pid int) {
 	t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	for alive(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("process %d still alive", pid)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.Eventually(t, fmt.Sprintf("process %d gone", pid), waitLimit, func() bool { return !alive(pid) })
 }
 
 // childPid waits for a line "child=N" in the output.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/boxwire/boxwire/agent/tools"
+	"github.com/boxwire/boxwire/bridge/testutil"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -234,16 +235,10 @@ func readPid(t *testing.T, path string) int {
 // waitDead fails the test unless pid is gone (or a zombie) within callLimit.
 func waitDead(t *testing.T, pid int) {
 	t.Helper()
-	deadline := time.Now().Add(callLimit)
-	for {
+	testutil.Eventually(t, fmt.Sprintf("process %d gone", pid), callLimit, func() bool {
 		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 		s := string(stat)
-		if i := strings.LastIndexByte(s, ')'); err != nil || (i > 0 && i+2 < len(s) && (s[i+2] == 'Z' || s[i+2] == 'X')) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("process %d still alive", pid)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		i := strings.LastIndexByte(s, ')')
+		return err != nil || (i > 0 && i+2 < len(s) && (s[i+2] == 'Z' || s[i+2] == 'X'))
+	})
 }

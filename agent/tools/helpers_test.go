@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/boxwire/boxwire/agent/tools"
+	"github.com/boxwire/boxwire/bridge/testutil"
 	"go.uber.org/goleak"
 )
 
@@ -58,15 +59,7 @@ func callWith(t *testing.T, ctx context.Context, set *tools.Set, c tools.Call, n
 		}
 	}
 	c.Args = raw
-	done := make(chan tools.Result, 1)
-	go func() { done <- tool.Run(ctx, c) }()
-	select {
-	case r := <-done:
-		return r
-	case <-time.After(callLimit):
-		t.Fatalf("%s did not return within %v", name, callLimit)
-		return tools.Result{}
-	}
+	return testutil.Within(t, name, callLimit, func() tools.Result { return tool.Run(ctx, c) })
 }
 
 func writeFile(t *testing.T, path, content string, mode os.FileMode) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/boxwire/boxwire/agent/tools"
+	"github.com/boxwire/boxwire/bridge/testutil"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -76,17 +77,13 @@ func TestAwaitingInput(t *testing.T) {
 // awaitJobEnd polls job_output until the job has ended.
 func awaitJobEnd(t *testing.T, set *tools.Set, id string) tools.Result {
 	t.Helper()
-	deadline := time.Now().Add(callLimit)
-	for {
+	return testutil.Poll(t, "job "+id+" ending", callLimit, func() (tools.Result, error) {
 		res := call(t, set, "job_output", map[string]any{"id": id, "since": 0})
-		if res.ExitCode != nil {
-			return res
+		if res.ExitCode == nil {
+			return res, fmt.Errorf("job_output %+v", res)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job %s never ended: %+v", id, res)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return res, nil
+	})
 }
 
 func TestBackgroundJob(t *testing.T) {
@@ -146,16 +143,10 @@ func TestCloseKillsJobs(t *testing.T) {
 	if res.JobID == "" {
 		t.Fatalf("result = %+v", res)
 	}
-	deadline := time.Now().Add(callLimit)
-	for {
-		if b, err := os.ReadFile(filepath.Join(ws, "child.pid")); err == nil && strings.HasSuffix(string(b), "\n") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the job never wrote its child's pid")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testutil.Eventually(t, "the job writing its child's pid", callLimit, func() bool {
+		b, err := os.ReadFile(filepath.Join(ws, "child.pid"))
+		return err == nil && strings.HasSuffix(string(b), "\n")
+	})
 	if err := set.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package tools_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/boxwire/boxwire/agent/tools"
+	"github.com/boxwire/boxwire/bridge/testutil"
 )
 
 // The spare shell runs the next command exactly as bash -lc would: same
@@ -89,8 +91,7 @@ func awaitReadingCommand(t *testing.T, pid int) {
 	if !ok {
 		t.Skipf("no read(2) syscall number for %s", runtime.GOARCH)
 	}
-	deadline := time.Now().Add(callLimit)
-	for {
+	testutil.Until(t, fmt.Sprintf("spare shell %d waiting for its command", pid), callLimit, func() error {
 		sc, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "syscall"))
 		if err != nil {
 			t.Fatalf("spare shell %d: %v", pid, err)
@@ -100,12 +101,9 @@ func awaitReadingCommand(t *testing.T, pid int) {
 			target, _ := os.Readlink(filepath.Join("/proc", strconv.Itoa(pid), "fd", strconv.FormatInt(fd, 10)))
 			pipe, _ := os.Readlink(filepath.Join("/proc", strconv.Itoa(pid), "fd", "3"))
 			if strings.HasPrefix(target, "pipe:") && target == pipe {
-				return
+				return nil
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("spare shell %d never waited for its command: syscall %q", pid, sc)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return fmt.Errorf("syscall %q", sc)
+	})
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/boxwire/boxwire/bridge/boxdir"
+	"github.com/boxwire/boxwire/bridge/testutil"
 )
 
 func newLayout(t *testing.T) (*boxdir.Layout, string) {
@@ -148,7 +149,7 @@ func TestDialAgentRefusesLinks(t *testing.T) {
 		t.Fatalf("dial the real socket: %v", err)
 	}
 	c.Close()
-	waitCount(t, agentAccepted, 1)
+	testutil.Eventually(t, "the real socket accepting the connection", 10*time.Second, func() bool { return agentAccepted() >= 1 })
 	if n := accepted(); n != 0 {
 		t.Fatalf("the host socket behind the link got %d connections", n)
 	}
@@ -308,15 +309,4 @@ func listenCounting(t *testing.T, path string) (net.Listener, func() int) {
 		}
 	}()
 	return ln, func() int { v := <-n; n <- v; return v }
-}
-
-func waitCount(t *testing.T, count func() int, want int) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for count() < want {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d connections, want %d", count(), want)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }

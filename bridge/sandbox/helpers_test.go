@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -155,59 +156,47 @@ func (e *env) mustExec(id string, cmd ...string) string {
 // waitStopped polls until the sandbox is not running and returns its state.
 func (e *env) waitStopped(id string) sandbox.Sandbox {
 	e.t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for {
+	return testutil.Poll(e.t, "sandbox "+id+" stopped", waitTimeout, func() (sandbox.Sandbox, error) {
 		sb, err := e.mgr.Inspect(e.ctx(), id)
 		if err != nil {
 			e.t.Fatalf("Inspect: %v", err)
 		}
-		if !sb.Running {
-			return sb
+		if sb.Running {
+			return sb, errors.New("still running")
 		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("sandbox %s still running after %v", id, waitTimeout)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return sb, nil
+	})
 }
 
 // waitLog polls the sandbox's log until its last line is line.
 func (e *env) waitLog(id, line string) {
 	e.t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for {
+	testutil.Until(e.t, fmt.Sprintf("sandbox %s log ending %q", id, line), waitTimeout, func() error {
 		tail, err := e.mgr.Logs(e.ctx(), id, 1)
 		if err != nil {
 			e.t.Fatalf("Logs: %v", err)
 		}
-		if tail == line {
-			return
+		if tail != line {
+			return fmt.Errorf("log ends %q", tail)
 		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("sandbox %s log ends %q after %v, want %q", id, tail, waitTimeout, line)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // waitFile waits for path to exist with content ending in a newline and
 // returns that content.
 func waitFile(t *testing.T, path string) string {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for {
+	return testutil.Poll(t, filepath.Base(path)+" written", waitTimeout, func() (string, error) {
 		b, err := os.ReadFile(path)
-		if err == nil && bytes.HasSuffix(b, []byte("\n")) {
-			return string(b)
-		}
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			t.Fatalf("read %s: %v", path, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not appear within %v", filepath.Base(path), waitTimeout)
+		if err != nil || !bytes.HasSuffix(b, []byte("\n")) {
+			return "", fmt.Errorf("content %q (%v)", b, err)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return string(b), nil
+	})
 }
 
 // statusField returns a field of a /proc/PID/status text.

@@ -60,6 +60,18 @@ func TestWaits(t *testing.T) {
 		{"eventually never", func(tb testing.TB) {
 			testutil.Eventually(tb, "the moon", 20*time.Millisecond, func() bool { return false })
 		}, "the moon: not within 20ms"},
+		{"until nil", func(tb testing.TB) {
+			n := 0
+			testutil.Until(tb, "third call", time.Second, func() error {
+				if n++; n < 3 {
+					return errors.New("not yet")
+				}
+				return nil
+			})
+		}, ""},
+		{"until last error", func(tb testing.TB) {
+			testutil.Until(tb, "output", 20*time.Millisecond, func() error { return errors.New(`got "x"`) })
+		}, `output: not within 20ms: got "x"`},
 		{"poll value", func(tb testing.TB) {
 			if v := testutil.Poll(tb, "v", time.Second, func() (int, error) { return 4, nil }); v != 4 {
 				tb.Fatalf("Poll = %d", v)

@@ -23,6 +23,14 @@ func Eventually(t testing.TB, what string, timeout time.Duration, cond func() bo
 	}
 }
 
+// Until calls check every Interval until it returns nil; when timeout
+// passes first it fails the test, naming what and check's last error
+// (which says what was seen instead).
+func Until(t testing.TB, what string, timeout time.Duration, check func() error) {
+	t.Helper()
+	Poll(t, what, timeout, func() (struct{}, error) { return struct{}{}, check() })
+}
+
 // Poll calls check every Interval until it returns a nil error, and
 // returns its value; when timeout passes first it fails the test, naming
 // what and check's last error (which says what was seen instead).

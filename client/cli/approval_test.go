@@ -1,11 +1,13 @@
 package cli_test
 
 import (
+	"fmt"
 	"io"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/boxwire/boxwire/bridge/testutil"
 	"github.com/boxwire/boxwire/bridge/wire"
 	"github.com/boxwire/boxwire/client/chat"
 	"github.com/boxwire/boxwire/client/chat/chattest"
@@ -161,14 +163,10 @@ func TestApproveWrongIDAtPrompt(t *testing.T) {
 	c.out.waitFor(t, `✗ no pending approval "ap_0ld" (pending: ap_old)`)
 	io.WriteString(typed, "/deny ap_old not now\n")
 	c.out.waitFor(t, "deny sent for ap_old")
-	select {
-	case env := <-answers:
-		var a wire.ApprovalAnswer
-		if env.Type != wire.TypeDeny || env.Decode(&a) != nil || a.ApprovalID != "ap_old" || a.Reason != "not now" {
-			t.Errorf("bridge got %s %s, want deny of ap_old", env.Type, env.Data)
-		}
-	case <-time.After(waitTimeout):
-		t.Fatal("no answer reached the bridge")
+	env := testutil.RequireReceive(t, "the answer at the bridge", answers, waitTimeout)
+	var a wire.ApprovalAnswer
+	if env.Type != wire.TypeDeny || env.Decode(&a) != nil || a.ApprovalID != "ap_old" || a.Reason != "not now" {
+		t.Errorf("bridge got %s %s, want deny of ap_old", env.Type, env.Data)
 	}
 	typed.Close()
 	if code := c.wait(t); code != cli.ExitOK {
@@ -197,11 +195,10 @@ func startChat(t *testing.T, thread string, script chattest.Script) (c *client, 
 // waitForCount fails the test unless s appears n times within waitTimeout.
 func (o *output) waitForCount(t *testing.T, s string, n int) {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for strings.Count(o.String(), s) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("output never contained %q %d times; got:\n%s", s, n, o.String())
+	testutil.Until(t, fmt.Sprintf("output containing %q %d times", s, n), waitTimeout, func() error {
+		if got := o.String(); strings.Count(got, s) < n {
+			return fmt.Errorf("output:\n%s", got)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/boxwire/boxwire/bridge/testutil"
 	"github.com/boxwire/boxwire/bridge/wire"
 	"github.com/boxwire/boxwire/client/chat"
 	"github.com/boxwire/boxwire/client/chat/chattest"
@@ -63,13 +64,7 @@ func start(t *testing.T, o cli.Options) *client {
 
 func (c *client) wait(t *testing.T) int {
 	t.Helper()
-	select {
-	case code := <-c.code:
-		return code
-	case <-time.After(waitTimeout):
-		t.Fatalf("Run did not return; output:\n%s", c.out.String())
-		return -1
-	}
+	return testutil.RequireReceive(t, "Run's exit code", c.code, waitTimeout)
 }
 
 func exit(n int) *int { return &n }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/clipperhouse/displaywidth"
 
+	"github.com/boxwire/boxwire/bridge/testutil"
 	"github.com/boxwire/boxwire/client/cli"
 )
 
@@ -172,11 +173,7 @@ func (k *keyboard) state() (string, int, int) {
 // waitReady waits until the editor has played every key sent.
 func (k *keyboard) waitReady(t *testing.T) {
 	t.Helper()
-	select {
-	case <-k.ready:
-	case <-time.After(waitTimeout):
-		t.Fatal("the editor did not ask for keys")
-	}
+	testutil.RequireReceive(t, "the editor asking for keys", k.ready, waitTimeout)
 }
 
 // press types each chunk of keys in turn and waits until the editor has
@@ -220,13 +217,7 @@ func startEditor(t *testing.T, width int) (*keyboard, *cli.LineEditor, <-chan st
 // awaitLine returns what ReadLine returned ("EOF" for io.EOF).
 func awaitLine(t *testing.T, done <-chan string) string {
 	t.Helper()
-	select {
-	case line := <-done:
-		return line
-	case <-time.After(waitTimeout):
-		t.Fatal("ReadLine did not return")
-		return ""
-	}
+	return testutil.RequireReceive(t, "ReadLine's line", done, waitTimeout)
 }
 
 const (
