@@ -1,9 +1,7 @@
 package e2e_test
 
 import (
-	"strings"
 	"testing"
-	"time"
 )
 
 // TestClientApproveDenyByID drives the real client binary on a terminal
@@ -53,33 +51,5 @@ func TestClientApproveDenyByID(t *testing.T) {
 	p.send("\x04") // Ctrl-D leaves
 	if code := p.wait(eventTimeout); code != 0 {
 		t.Errorf("client exited %d", code)
-	}
-}
-
-// expectApprovalID waits for the chat's "approval needed [ID]" line and
-// returns ID.
-func (p *ptyClient) expectApprovalID(timeout time.Duration) string {
-	p.t.Helper()
-	const mark = "approval needed ["
-	p.expect(mark, timeout)
-	deadline := time.Now().Add(eventTimeout)
-	for {
-		p.mu.Lock()
-		rest := p.out.String()[p.pos:]
-		id, _, ok := strings.Cut(rest, "]")
-		if ok {
-			p.pos += len(id) + 1
-		}
-		p.mu.Unlock()
-		if ok {
-			if !strings.HasPrefix(id, "ap_") {
-				p.t.Fatalf("approval id %q", id)
-			}
-			return id
-		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("no ] after %q:\n%s", mark, rest)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -177,3 +177,17 @@ func TestContinuityAssistantSandboxKilled(t *testing.T) {
 		t.Errorf("/workspace/n = %q after the replacement", got)
 	}
 }
+
+// continuityScript answers the continuity scenarios: a number and a color
+// to remember (the number also goes into /workspace/n) and questions about
+// them.
+const continuityScript = `{"model":"scripted","turns":[
+  {"when":"remember the number","steps":[
+    {"content":"Writing it down.","tool_calls":[{"name":"execute","arguments":{"command":"echo 42 > /workspace/n"}}]},
+    {"content":"Noted: the number is 42."}
+  ]},
+  {"when":"my color is","steps":[{"content":"Noted: the color is blue."}]},
+  {"when":"which number","steps":[{"content":"It was 42."}]},
+  {"when":"which color","steps":[{"content":"It was blue."}]},
+  {"steps":[{"content":"ok"}]}
+]}`

@@ -2,7 +2,6 @@ package e2e_test
 
 import (
 	"context"
-	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -110,12 +109,4 @@ func TestDurableAdoptedCommandNotRecycled(t *testing.T) {
 		t.Errorf("the adopted sandbox was not held for its command")
 	}
 	book.check(t)
-}
-
-// docker runs the docker CLI and fails the test on an error.
-func docker(t *testing.T, args ...string) {
-	t.Helper()
-	if out, err := exec.Command("docker", args...).CombinedOutput(); err != nil {
-		t.Fatalf("docker %v: %v %s", args, err, out)
-	}
 }

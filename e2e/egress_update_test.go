@@ -1,7 +1,6 @@
 package e2e_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -12,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/boxwire/boxwire/bridge/wire"
-	"github.com/boxwire/boxwire/client/chat"
 )
 
 // TestEgressUpdate runs a bridge that lets threads ask for egress to one
@@ -81,24 +79,4 @@ func TestEgressUpdate(t *testing.T) {
 	}
 	s.awaitEgressRules(nil)
 	probe("after clearing", refused)
-}
-
-// setEgress replaces thread id's egress rules through the client library.
-func (e *env) setEgress(id string, rules []string) (wire.ThreadInfo, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), eventTimeout)
-	defer cancel()
-	return chat.SetEgress(ctx, chat.Config{URL: e.bridge.url + wire.Path, Token: e.token}, id, rules)
-}
-
-// awaitEgressRules waits for the session's next egress_rules event and
-// checks its rules and author.
-func (s *session) awaitEgressRules(want []string) {
-	s.t.Helper()
-	var ev wire.EgressRules
-	if err := s.awaitEvent(wire.TypeEgressRules).Decode(&ev); err != nil {
-		s.t.Fatal(err)
-	}
-	if !slices.Equal(ev.Rules, want) && !(len(ev.Rules) == 0 && len(want) == 0) || ev.By != wire.EgressByAPI {
-		s.t.Fatalf("egress_rules %+v, want rules %v by api", ev, want)
-	}
 }

@@ -79,11 +79,3 @@ func TestPoolCountsTowardMaxSandboxes(t *testing.T) {
 		t.Errorf("bridge did not log the eviction")
 	}
 }
-
-// awaitPoolReady waits until the bridge logged n pooled sandboxes ready.
-func awaitPoolReady(t *testing.T, e *env, n int) {
-	t.Helper()
-	waitFor(t, "warm pool sandbox ready", func() bool {
-		return strings.Count(e.bridge.logText(), "warm pool: sandbox ready") >= n
-	})
-}

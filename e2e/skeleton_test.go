@@ -2,7 +2,6 @@ package e2e_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -189,12 +188,4 @@ func TestStoppingBridgeLeavesSandboxesForGC(t *testing.T) {
 	}
 	e.runGC()
 	e.assertClean()
-}
-
-func mustDecode(t *testing.T, ev wire.Envelope, v any) {
-	t.Helper()
-	if err := ev.Decode(v); err != nil {
-		raw, _ := json.Marshal(ev)
-		t.Fatalf("decode %s: %v", raw, err)
-	}
 }

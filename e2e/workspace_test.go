@@ -1,7 +1,6 @@
 package e2e_test
 
 import (
-	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -86,13 +85,5 @@ func TestWorkspaceCapNeedsLoopDevices(t *testing.T) {
 	}
 	if left := e.workspaceLeftovers(); len(left) != 0 {
 		t.Errorf("an uncapped workspace made %v", left)
-	}
-}
-
-// killSandbox kills a sandbox's container with SIGKILL.
-func killSandbox(t *testing.T, id string) {
-	t.Helper()
-	if out, err := exec.Command("docker", "kill", "-s", "KILL", id).CombinedOutput(); err != nil {
-		t.Fatalf("docker kill: %v %s", err, out)
 	}
 }

@@ -1,7 +1,6 @@
 package e2e_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -233,27 +232,6 @@ func find(evs []wire.Envelope, ok func(wire.Envelope) bool) (wire.Envelope, bool
 
 func itoa(n int) string { return strconv.Itoa(n) }
 
-// exportSeqs reads the thread's transcript through the export endpoint
-// (client/chat.ExportEvents) and returns its seqs in order.
-func (e *env) exportSeqs(thread string) []uint64 {
-	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), turnTimeout)
-	defer cancel()
-	var buf bytes.Buffer
-	if _, err := chat.ExportEvents(ctx, chat.Config{URL: e.bridge.url + wire.Path, Token: e.token}, thread, 0, &buf); err != nil {
-		e.t.Fatalf("export: %v", err)
-	}
-	var seqs []uint64
-	for _, line := range bytes.Split(bytes.TrimSpace(buf.Bytes()), []byte("\n")) {
-		env, err := wire.Parse(line)
-		if err != nil {
-			e.t.Fatalf("export line %q: %v", line, err)
-		}
-		seqs = append(seqs, env.Seq)
-	}
-	return seqs
-}
-
 // countLines fails t unless out holds "line 1" … "line n" in order.
 func countLines(t *testing.T, out string, n int) {
 	t.Helper()
@@ -271,26 +249,4 @@ func countLines(t *testing.T, out string, n int) {
 			t.Fatalf("output line %d is %q", i+1, l)
 		}
 	}
-}
-
-// rememberedIn reports whether the newest chat request the scripted model
-// got carries a user message containing user and an assistant message
-// containing assistant: the conversation from before a replacement.
-func (e *env) rememberedIn(user, assistant string) (bool, string) {
-	reqs := e.llm.Requests()
-	for i := len(reqs) - 1; i >= 0; i-- {
-		msgs := reqs[i].Chat.Messages
-		if len(msgs) == 0 {
-			continue
-		}
-		var u, a bool
-		var roles []string
-		for _, m := range msgs {
-			roles = append(roles, m.Role+":"+m.Content)
-			u = u || (m.Role == "user" && strings.Contains(m.Content, user))
-			a = a || (m.Role == "assistant" && strings.Contains(m.Content, assistant))
-		}
-		return u && a, strings.Join(roles, " | ")
-	}
-	return false, "no chat requests"
 }

@@ -259,3 +259,50 @@ func jsonLines(t *testing.T, out string) []wire.Envelope {
 	}
 	return envs
 }
+
+// colorEnv is clientEnv with colors on (a real terminal's TERM) and the
+// config folder (where the history lives) at dir.
+func (e *env) colorEnv(dir string) []string {
+	var out []string
+	for _, kv := range e.clientEnv() {
+		if !strings.HasPrefix(kv, "NO_COLOR=") && !strings.HasPrefix(kv, "XDG_CONFIG_HOME=") && !strings.HasPrefix(kv, "TERM=") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, "XDG_CONFIG_HOME="+dir, "TERM=xterm-256color")
+}
+
+// sameFile reports whether two local files have the same bytes.
+func sameFile(a, b string) bool {
+	x, err1 := os.ReadFile(a)
+	y, err2 := os.ReadFile(b)
+	return err1 == nil && err2 == nil && string(x) == string(y)
+}
+
+// expectApprovalID waits for the chat's "approval needed [ID]" line and
+// returns ID.
+func (p *ptyClient) expectApprovalID(timeout time.Duration) string {
+	p.t.Helper()
+	const mark = "approval needed ["
+	p.expect(mark, timeout)
+	deadline := time.Now().Add(eventTimeout)
+	for {
+		p.mu.Lock()
+		rest := p.out.String()[p.pos:]
+		id, _, ok := strings.Cut(rest, "]")
+		if ok {
+			p.pos += len(id) + 1
+		}
+		p.mu.Unlock()
+		if ok {
+			if !strings.HasPrefix(id, "ap_") {
+				p.t.Fatalf("approval id %q", id)
+			}
+			return id
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("no ] after %q:\n%s", mark, rest)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
