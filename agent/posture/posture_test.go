@@ -13,6 +13,7 @@ const hardenedStatus = "Name:\tboxwire-agent\nUid:\t1000\t1000\t1000\t1000\nCapE
 const roMounts = "600 500 0:50 / / ro,relatime master:1 - overlay overlay rw,lowerdir=x\n601 600 0:51 / /tmp rw,nosuid - tmpfs tmpfs rw\n"
 
 func TestFromFS(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		files fstest.MapFS
@@ -64,6 +65,7 @@ func TestFromFS(t *testing.T) {
 }
 
 func TestReadRuns(t *testing.T) {
+	t.Parallel()
 	p := posture.Read()
 	if p.CapEff == "" {
 		t.Fatalf("no capabilities read on this host: %+v", p)

@@ -10,6 +10,7 @@ import (
 )
 
 func TestEnv(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ca := filepath.Join(dir, "ca.pem")
 	sys := filepath.Join(dir, "sys.pem")

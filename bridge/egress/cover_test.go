@@ -18,6 +18,7 @@ func mustRule(t *testing.T, text string) egress.Rule {
 // TestCanonical checks that every spelling of a rule has one canonical
 // text, and that the text parses back to the same rule.
 func TestCanonical(t *testing.T) {
+	t.Parallel()
 	cases := []struct{ in, want string }{
 		{"Example.COM.", "example.com"},
 		{"example.com:8443", "example.com:8443"},
@@ -47,6 +48,7 @@ func TestCanonical(t *testing.T) {
 // TestWithin checks which rules a cap rule covers: never more hosts,
 // ports or address kinds than it allows itself.
 func TestWithin(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		rule, max string
 		within    bool

@@ -9,6 +9,7 @@ import (
 // TestNormalize lists the ways a host can be written and what each must
 // become (or that it must be refused).
 func TestNormalize(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		in   string
 		want string // host:port, "" = refused
@@ -76,6 +77,7 @@ func TestNormalize(t *testing.T) {
 }
 
 func TestNormalizeDefaultPort(t *testing.T) {
+	t.Parallel()
 	got, err := egress.Normalize("Example.COM", 80)
 	if err != nil || got.String() != "example.com:80" {
 		t.Fatalf("got %s, %v", got, err)
@@ -87,6 +89,7 @@ func TestNormalizeDefaultPort(t *testing.T) {
 }
 
 func TestRules(t *testing.T) {
+	t.Parallel()
 	rules, err := egress.ParseRules([]string{"pypi.org", "*.github.com", ".golang.org", "api.example.com:8443", "127.0.0.1:9000", "[::1]:9001"})
 	if err != nil {
 		t.Fatal(err)

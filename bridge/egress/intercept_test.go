@@ -78,6 +78,7 @@ func credProxy(t *testing.T, upstream *httptest.Server, check func(egress.Reques
 }
 
 func TestCredentialAdded(t *testing.T) {
+	t.Parallel()
 	for _, tlsOn := range []bool{false, true} {
 		name := map[bool]string{false: "http", true: "https"}[tlsOn]
 		t.Run(name, func(t *testing.T) {
@@ -147,6 +148,7 @@ func TestCredentialAdded(t *testing.T) {
 
 // TestCheckHolds: a request waits for Check and is refused with its reason.
 func TestCheckHolds(t *testing.T) {
+	t.Parallel()
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t.Errorf("refused request reached the upstream")
 	}))

@@ -67,6 +67,7 @@ func serveProxy(t *testing.T, rules ...string) (func() net.Conn, func() []egress
 }
 
 func TestProxy(t *testing.T) {
+	t.Parallel()
 	allowed := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "allowed %s %s", r.Method, r.URL.Path)
 	}))
@@ -132,6 +133,7 @@ func TestProxy(t *testing.T) {
 // TestNameResolvingToLoopbackRefused: a rule naming a host that resolves to
 // loopback does not open the host's own services.
 func TestNameResolvingToLoopbackRefused(t *testing.T) {
+	t.Parallel()
 	srv := httptest.NewServer(http.NotFoundHandler())
 	defer srv.Close()
 	port := srv.Listener.Addr().(*net.TCPAddr).Port
@@ -150,6 +152,7 @@ func TestNameResolvingToLoopbackRefused(t *testing.T) {
 
 // TestCloseCutsTunnels: closing the listener ends a live tunnel.
 func TestCloseCutsTunnels(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 // TestPublicRefusesSpecialPurpose: every special-purpose block of both
 // families is refused, and ordinary addresses next to them are not.
 func TestPublicRefusesSpecialPurpose(t *testing.T) {
+	t.Parallel()
 	refused := []string{
 		"0.1.2.3", "10.1.2.3", "100.64.0.1", "100.100.100.200", "100.127.255.254", "127.0.0.1",
 		"169.254.169.254", "172.16.0.1", "172.31.255.255", "192.0.0.9", "192.0.2.1", "192.88.99.1",

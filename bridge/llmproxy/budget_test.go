@@ -86,6 +86,7 @@ func post(t *testing.T, url, token, body string) (int, string) {
 }
 
 func TestTokenModelsAndBudgets(t *testing.T) {
+	t.Parallel()
 	const streamed = `{"model":"m1","stream":true,"messages":[]}`
 	const plain = `{"model":"m1","messages":[]}`
 	type call struct {
@@ -150,6 +151,7 @@ func TestTokenModelsAndBudgets(t *testing.T) {
 }
 
 func TestStreamingForcesIncludeUsage(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ body, want string }{
 		{`{"model":"m","stream":true}`, "true"},
 		{`{"model":"m","stream":true,"stream_options":null}`, "true"},

@@ -114,6 +114,7 @@ func newProxy(t *testing.T, upstreamURL string, logs io.Writer) *llmproxy.Proxy 
 }
 
 func TestStreamsChunksBeforeUpstreamFinishes(t *testing.T) {
+	t.Parallel()
 	up := newUpstream(t)
 	var logs syncBuffer
 	front := httptest.NewServer(newProxy(t, up.URL+"/base/v1", &logs))
@@ -177,6 +178,7 @@ func TestStreamsChunksBeforeUpstreamFinishes(t *testing.T) {
 }
 
 func TestRoutes(t *testing.T) {
+	t.Parallel()
 	up := newUpstream(t)
 	var logs syncBuffer
 	front := httptest.NewServer(newProxy(t, up.URL+"/base/v1/", &logs))
@@ -228,6 +230,7 @@ func apiErr(t *testing.T, body []byte) string {
 }
 
 func TestUpstreamFailures(t *testing.T) {
+	t.Parallel()
 	// A port that refuses: listen, note the address, close.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -284,6 +287,7 @@ func TestUpstreamFailures(t *testing.T) {
 }
 
 func TestConfigRedactsKey(t *testing.T) {
+	t.Parallel()
 	cfg := llmproxy.Config{Upstream: "https://api.example/v1", APIKey: testKey}
 	var logs syncBuffer
 	log := slog.New(slog.NewJSONHandler(&logs, nil))
@@ -300,6 +304,7 @@ func TestConfigRedactsKey(t *testing.T) {
 }
 
 func TestNewRejectsBadUpstream(t *testing.T) {
+	t.Parallel()
 	for _, u := range []string{"", "api.openai.com/v1", "ftp://x/v1", "http://"} {
 		if _, err := llmproxy.New(llmproxy.Config{Upstream: u}); err == nil {
 			t.Errorf("New(%q) succeeded", u)
@@ -308,6 +313,7 @@ func TestNewRejectsBadUpstream(t *testing.T) {
 }
 
 func TestServeOnUnixSocket(t *testing.T) {
+	t.Parallel()
 	up := newUpstream(t)
 	dir, err := os.MkdirTemp("", "llmp")
 	if err != nil {

@@ -42,6 +42,7 @@ func load(t *testing.T) *policy.Policy {
 }
 
 func TestTool(t *testing.T) {
+	t.Parallel()
 	p := load(t)
 	tests := []struct {
 		tool, args string
@@ -71,6 +72,7 @@ func TestTool(t *testing.T) {
 }
 
 func TestToolDefaultAndNil(t *testing.T) {
+	t.Parallel()
 	var nilPolicy *policy.Policy
 	if d := nilPolicy.Tool("execute", nil); d.Action != policy.Allow {
 		t.Fatalf("nil policy: %+v", d)
@@ -85,6 +87,7 @@ func TestToolDefaultAndNil(t *testing.T) {
 }
 
 func TestEgress(t *testing.T) {
+	t.Parallel()
 	p := load(t)
 	tests := []struct {
 		host  string
@@ -111,6 +114,7 @@ func TestEgress(t *testing.T) {
 }
 
 func TestCredentials(t *testing.T) {
+	t.Parallel()
 	p := load(t)
 	tests := []struct {
 		host   string
@@ -142,6 +146,7 @@ func TestCredentials(t *testing.T) {
 }
 
 func TestWithRules(t *testing.T) {
+	t.Parallel()
 	p := load(t)
 	rules, err := policy.ParseRules([]byte(`{"rules":[{"tool":"execute","args":{"command":"git push*"},"action":"deny"}]}`))
 	if err != nil {
@@ -163,6 +168,7 @@ func TestWithRules(t *testing.T) {
 }
 
 func TestInvalid(t *testing.T) {
+	t.Parallel()
 	for _, bad := range []string{
 		`{"rules":[{"tool":"x","action":"maybe"}]}`,
 		`{"rules":[{"action":"allow"}]}`,
@@ -188,6 +194,7 @@ func TestInvalid(t *testing.T) {
 }
 
 func TestRedact(t *testing.T) {
+	t.Parallel()
 	r := load(t).Redactor()
 	tests := []struct{ in, want string }{
 		{"token is planted-secret-123 ok", "token is [REDACTED] ok"},
@@ -212,6 +219,7 @@ func TestRedact(t *testing.T) {
 }
 
 func TestGlob(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		pat, s string
 		want   bool
@@ -231,6 +239,7 @@ func TestGlob(t *testing.T) {
 }
 
 func TestHoldFrom(t *testing.T) {
+	t.Parallel()
 	r := policy.NewRedactor([]string{"supersecret"})
 	tests := []struct{ in, hold string }{
 		{"plain line\n", ""},

@@ -12,6 +12,7 @@ import (
 // A thread's agent cursor is committed behind the events appended before
 // it, survives a reopen, and goes with the thread.
 func TestAgentCursor(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "boxwire.db")
 	s := open(t, path, store.Options{})
 	if _, ok, err := s.Cursor("t1"); ok || err != nil {

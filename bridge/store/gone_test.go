@@ -14,6 +14,7 @@ import (
 // cursor or the request list of a thread whose goroutines are still
 // winding down — are dropped: nothing of the thread comes back.
 func TestWritesAfterDeleteDropped(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		delete func(*store.Store) error

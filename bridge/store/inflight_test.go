@@ -23,6 +23,7 @@ func ids(reqs []wire.Envelope) string {
 // A thread's list of requests in flight: the newest queued list wins, an
 // empty one removes it, it survives a reopen and goes with the thread.
 func TestInflight(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "boxwire.db")
 	s := open(t, path, store.Options{})
 	for _, tc := range []struct {

@@ -54,6 +54,7 @@ func appendAll(t *testing.T, s *store.Store, thread string, first, n uint64) {
 }
 
 func TestEventsSurviveReopen(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "boxwire.db")
 	s := open(t, path, store.Options{})
 	rec := store.Thread{ID: "t1", Box: "t1", Scope: wire.ScopeThread, Created: time.Now().UTC().Truncate(time.Second),
@@ -102,6 +103,7 @@ func TestEventsSurviveReopen(t *testing.T) {
 }
 
 func TestSecondOpenIsLocked(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "boxwire.db")
 	open(t, path, store.Options{})
 	if _, err := store.Open(path, store.Options{}); !errors.Is(err, store.ErrLocked) {
@@ -110,6 +112,7 @@ func TestSecondOpenIsLocked(t *testing.T) {
 }
 
 func TestPrune(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name       string
 		ret        store.Retention
@@ -147,6 +150,7 @@ func TestPrune(t *testing.T) {
 }
 
 func TestAppendAfterCloseFails(t *testing.T) {
+	t.Parallel()
 	s, err := store.Open(filepath.Join(t.TempDir(), "boxwire.db"), store.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -163,6 +167,7 @@ func TestAppendAfterCloseFails(t *testing.T) {
 // committed is still there after a close and reopen, and the syncer stops
 // with the store (goleak checks it).
 func TestSyncIntervalKeepsCommittedEvents(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "boxwire.db")
 	s := open(t, path, store.Options{SyncInterval: 5 * time.Millisecond})
 	appendAll(t, s, "t1", 1, 200)

@@ -23,6 +23,7 @@ var documented = []string{"Type", "Code", "Status", "Reason", "Exit", "Role", "D
 // value of the list above) defined in this package is not in
 // docs/protocol.md, written as `value`.
 func TestProtocolDocNamesEverything(t *testing.T) {
+	t.Parallel()
 	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "protocol.md"))
 	if err != nil {
 		t.Fatal(err)

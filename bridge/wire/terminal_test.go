@@ -10,6 +10,7 @@ import (
 )
 
 func TestFrameRoundTrip(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		kind    wire.FrameKind
@@ -43,6 +44,7 @@ func TestFrameRoundTrip(t *testing.T) {
 }
 
 func TestFrameHeaderBytes(t *testing.T) {
+	t.Parallel()
 	b, err := wire.AppendFrame([]byte("keep"), wire.FrameOutput, "ab", []byte("hi"))
 	if err != nil {
 		t.Fatal(err)
@@ -53,6 +55,7 @@ func TestFrameHeaderBytes(t *testing.T) {
 }
 
 func TestBadFrames(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		in   []byte
@@ -85,6 +88,7 @@ func TestBadFrames(t *testing.T) {
 }
 
 func TestTerminalTypesAreRequests(t *testing.T) {
+	t.Parallel()
 	for _, typ := range []wire.Type{wire.TypeTerminalOpen, wire.TypeTerminalAttached, wire.TypeTerminalExit, wire.TypeTerminalSessions} {
 		if !wire.Known(typ) || wire.IsEvent(typ) || !wire.IsTerminal(typ) {
 			t.Errorf("%s: known %v event %v terminal %v", typ, wire.Known(typ), wire.IsEvent(typ), wire.IsTerminal(typ))

@@ -90,6 +90,7 @@ func indent(t *testing.T, env wire.Envelope) []byte {
 func withSeq(e wire.Envelope, seq uint64) wire.Envelope { e.Seq = seq; return e }
 
 func TestGolden(t *testing.T) {
+	t.Parallel()
 	for _, g := range golden {
 		t.Run(g.name, func(t *testing.T) {
 			got := indent(t, g.env)
@@ -114,6 +115,7 @@ func TestGolden(t *testing.T) {
 // back to itself, its type is defined and is an event exactly when it
 // carries a seq; and every type has at least one file.
 func TestGoldenFiles(t *testing.T) {
+	t.Parallel()
 	paths, err := filepath.Glob(filepath.Join("testdata", "*.json"))
 	if err != nil || len(paths) == 0 {
 		t.Fatalf("no golden files: %v", err)
@@ -148,6 +150,7 @@ func TestGoldenFiles(t *testing.T) {
 }
 
 func TestDecodePayload(t *testing.T) {
+	t.Parallel()
 	env := wire.MustNew(wire.TypeToolResult, "t", "m", wire.ToolResult{CallID: "c", ExitCode: intp(3)})
 	var res wire.ToolResult
 	if err := env.Decode(&res); err != nil {
@@ -166,6 +169,7 @@ func TestDecodePayload(t *testing.T) {
 }
 
 func TestReadMessage(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		in      string
@@ -212,6 +216,7 @@ func isCode(c wire.Code) func(error) bool {
 }
 
 func TestKnownAndEvents(t *testing.T) {
+	t.Parallel()
 	if wire.Known("bogus") || wire.IsEvent("bogus") {
 		t.Fatal("an unknown type counts as known")
 	}

@@ -65,6 +65,7 @@ func turn(text string) []wire.Envelope {
 }
 
 func TestDialHandshake(t *testing.T) {
+	t.Parallel()
 	hellos := make(chan wire.Hello, 1)
 	srv := chattest.New(t, chattest.Options{Token: "s3cret", Handler: func(p *chattest.Peer) {
 		h, err := p.Handshake("t_abc")
@@ -95,6 +96,7 @@ func TestDialHandshake(t *testing.T) {
 }
 
 func TestDialUnauthorized(t *testing.T) {
+	t.Parallel()
 	srv := chattest.New(t, chattest.Options{Token: "s3cret", Handler: func(p *chattest.Peer) {
 		t.Error("handler reached without the token")
 	}})
@@ -114,6 +116,7 @@ func TestDialUnauthorized(t *testing.T) {
 }
 
 func TestDialErrorInsteadOfHello(t *testing.T) {
+	t.Parallel()
 	srv := chattest.New(t, chattest.Options{Handler: func(p *chattest.Peer) {
 		if _, err := p.Recv(); err != nil {
 			return
@@ -129,6 +132,7 @@ func TestDialErrorInsteadOfHello(t *testing.T) {
 }
 
 func TestDialBoundedByContext(t *testing.T) {
+	t.Parallel()
 	srv := chattest.New(t, chattest.Options{Handler: func(p *chattest.Peer) {
 		_, _ = p.Recv() // the hello, never answered
 		_, _ = p.Recv()
@@ -147,6 +151,7 @@ func TestDialBoundedByContext(t *testing.T) {
 }
 
 func TestURLForms(t *testing.T) {
+	t.Parallel()
 	tcp := chattest.New(t, chattest.Options{Handler: chattest.Scripted("t_tcp", turn)})
 	unix := chattest.New(t, chattest.Options{Unix: true, Handler: chattest.Scripted("t_unix", turn)})
 	hostport := strings.TrimSuffix(strings.TrimPrefix(tcp.URL, "ws://"), wire.Path)
@@ -171,6 +176,7 @@ func TestURLForms(t *testing.T) {
 }
 
 func TestPing(t *testing.T) {
+	t.Parallel()
 	srv := chattest.New(t, chattest.Options{Handler: chattest.Scripted("", turn)})
 	c := dial(t, chat.Config{URL: srv.URL})
 	for range 3 {
@@ -190,6 +196,7 @@ func TestPing(t *testing.T) {
 }
 
 func TestPingConcurrent(t *testing.T) {
+	t.Parallel()
 	srv := chattest.New(t, chattest.Options{Handler: chattest.Scripted("", turn)})
 	c := dial(t, chat.Config{URL: srv.URL})
 	var wg sync.WaitGroup

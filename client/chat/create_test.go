@@ -43,6 +43,7 @@ func threadsAPI(t *testing.T, got *wire.CreateThread) *httptest.Server {
 }
 
 func TestCreateThread(t *testing.T) {
+	t.Parallel()
 	var got wire.CreateThread
 	srv := threadsAPI(t, &got)
 	cfg := chat.Config{URL: srv.URL, Token: "tok"}
@@ -103,6 +104,7 @@ func egressAPI(t *testing.T, bodies *[]string) *httptest.Server {
 }
 
 func TestSetEgress(t *testing.T) {
+	t.Parallel()
 	var bodies []string
 	srv := egressAPI(t, &bodies)
 	cfg := chat.Config{URL: srv.URL, Token: "tok"}

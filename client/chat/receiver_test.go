@@ -48,6 +48,7 @@ func (r *recorder) seen() string {
 // order; consumed messages skip Events, the others follow; SendBinary
 // arrives as a binary frame.
 func TestReceiver(t *testing.T) {
+	t.Parallel()
 	fromClient := make(chan string, 1)
 	srv := chattest.New(t, chattest.Options{Handler: func(p *chattest.Peer) {
 		if _, err := p.Handshake("t_rcv"); err != nil {
@@ -93,6 +94,7 @@ func TestReceiver(t *testing.T) {
 // TestReceiverPanicEndsConnection: a panicking Receiver ends the
 // connection with an error, not the process.
 func TestReceiverPanicEndsConnection(t *testing.T) {
+	t.Parallel()
 	srv := chattest.New(t, chattest.Options{Handler: func(p *chattest.Peer) {
 		if _, err := p.Handshake("t_rcv"); err != nil {
 			return
@@ -116,6 +118,7 @@ func TestReceiverPanicEndsConnection(t *testing.T) {
 
 // TestBinaryWithoutReceiver: binary frames are dropped, Events goes on.
 func TestBinaryWithoutReceiver(t *testing.T) {
+	t.Parallel()
 	srv := chattest.New(t, chattest.Options{Handler: func(p *chattest.Peer) {
 		if _, err := p.Handshake("t_rcv"); err != nil {
 			return

@@ -40,6 +40,7 @@ func answering(p *chattest.Peer) {
 }
 
 func TestRequest(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name     string
 		typ      wire.Type
@@ -100,6 +101,7 @@ func TestRequest(t *testing.T) {
 // TestRequestAnswerRouting: the Receiver sees the answer before Request
 // returns; the answer does not go on to Events, the request's events do.
 func TestRequestAnswerRouting(t *testing.T) {
+	t.Parallel()
 	srv := chattest.New(t, chattest.Options{Handler: answering})
 	rcv := &recorder{}
 	c := dial(t, chat.Config{URL: srv.URL, Receiver: rcv})

@@ -12,6 +12,7 @@ import (
 // and sends its events from the log's end: the client delivers them (they
 // are not repeats of what it saw) and LastSeq follows them.
 func TestSeqAheadDeliversFromLogEnd(t *testing.T) {
+	t.Parallel()
 	srv := chattest.New(t, chattest.Options{Handler: func(p *chattest.Peer) {
 		defer p.Close()
 		if _, err := p.Recv(); err != nil { // the client's hello

@@ -12,6 +12,7 @@ import (
 )
 
 func TestRunCollectsTurn(t *testing.T) {
+	t.Parallel()
 	srv := chattest.New(t, chattest.Options{Token: "tok", Handler: chattest.Scripted("", turn)})
 	c := dial(t, chat.Config{URL: srv.URL, Token: "tok"})
 	for i, text := range []string{"hello", "again"} {
@@ -47,6 +48,7 @@ func TestRunCollectsTurn(t *testing.T) {
 }
 
 func TestRunBusyAndInterrupt(t *testing.T) {
+	t.Parallel()
 	long := func(string) []wire.Envelope { return []wire.Envelope{{Type: chattest.WaitInterrupt}} }
 	srv := chattest.New(t, chattest.Options{Handler: chattest.Scripted("", long)})
 	c := dial(t, chat.Config{URL: srv.URL})
@@ -74,6 +76,7 @@ func TestRunBusyAndInterrupt(t *testing.T) {
 }
 
 func TestRunTurnError(t *testing.T) {
+	t.Parallel()
 	failing := func(string) []wire.Envelope {
 		return []wire.Envelope{
 			wire.ErrorEnvelope("", "", wire.CodeLLM, "model endpoint: 500"),
@@ -93,6 +96,7 @@ func TestRunTurnError(t *testing.T) {
 }
 
 func TestEventsClosedWhenServerGoesAway(t *testing.T) {
+	t.Parallel()
 	long := func(string) []wire.Envelope { return []wire.Envelope{{Type: chattest.WaitInterrupt}} }
 	srv := chattest.New(t, chattest.Options{Handler: chattest.Scripted("", long)})
 	c := dial(t, chat.Config{URL: srv.URL})
@@ -121,6 +125,7 @@ func TestEventsClosedWhenServerGoesAway(t *testing.T) {
 }
 
 func TestCloseIdempotent(t *testing.T) {
+	t.Parallel()
 	srv := chattest.New(t, chattest.Options{Handler: chattest.Scripted("", turn)})
 	c, err := chat.Dial(testCtx(t), chat.Config{URL: srv.URL})
 	if err != nil {
@@ -154,6 +159,7 @@ func TestCloseIdempotent(t *testing.T) {
 }
 
 func TestSlowConsumerDropped(t *testing.T) {
+	t.Parallel()
 	chatty := func(string) []wire.Envelope {
 		var out []wire.Envelope
 		for range 20 {
@@ -191,6 +197,7 @@ func TestSlowConsumerDropped(t *testing.T) {
 }
 
 func TestDeleteThread(t *testing.T) {
+	t.Parallel()
 	srv := chattest.New(t, chattest.Options{Token: "tok"})
 	srv.Handle("DELETE /v1/threads/{id}", func(w http.ResponseWriter, r *http.Request) {
 		if r.PathValue("id") != "t_1" {
@@ -219,6 +226,7 @@ func TestDeleteThread(t *testing.T) {
 // answer naming a request the bridge already decided gets not_found —
 // reaches fn, and the turn goes on.
 func TestAwaitPassesErrorsOfOtherRequests(t *testing.T) {
+	t.Parallel()
 	script := func(string) []wire.Envelope {
 		return []wire.Envelope{
 			wire.MustNew(chattest.WaitApproval, "", "", wire.ApprovalRequest{

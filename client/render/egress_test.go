@@ -9,6 +9,7 @@ import (
 )
 
 func TestEgressRules(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name  string
 		ev    wire.EgressRules

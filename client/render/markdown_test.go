@@ -43,6 +43,7 @@ func renderChunks(t *testing.T, cuts []int) string {
 // The styled output does not depend on how the stream was cut: every
 // single cut, and cuts at every byte, give the golden rendering.
 func TestMarkdownStreaming(t *testing.T) {
+	t.Parallel()
 	whole := renderChunks(t, nil)
 	golden := filepath.Join("testdata", "markdown.golden")
 	if *update {
@@ -96,6 +97,7 @@ func cells(s string) string {
 
 // Without Color the text is written exactly as it streamed.
 func TestMarkdownPlain(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	r := render.New(&buf, render.Options{})
 	for _, c := range strings.SplitAfter(answer, " ") {

@@ -63,6 +63,7 @@ func script() []wire.Envelope {
 }
 
 func TestGolden(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name        string
 		color, fold bool
@@ -112,6 +113,7 @@ func (w *failWriter) Write(p []byte) (int, error) {
 }
 
 func TestWriteErrorSticks(t *testing.T) {
+	t.Parallel()
 	r := render.New(&failWriter{n: 1}, render.Options{})
 	if err := r.Render(ev(wire.TypeAssistantDelta, "m", wire.Text{Text: "a"})); err != nil {
 		t.Fatalf("first write: %v", err)

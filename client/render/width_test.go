@@ -11,6 +11,7 @@ import (
 )
 
 func TestWidth(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		in   string
@@ -40,6 +41,7 @@ func TestWidth(t *testing.T) {
 }
 
 func TestClip(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		in    string
@@ -80,6 +82,7 @@ var ansiSeq = regexp.MustCompile("\x1b\\[[0-9;]*[A-Za-z]")
 // terminal: a row wider than the screen wraps and the redraw, which
 // erases by rows, would leave junk behind.
 func TestFoldWideOutput(t *testing.T) {
+	t.Parallel()
 	const cols = 30
 	var buf bytes.Buffer
 	r := render.New(&buf, render.Options{Color: true, Fold: true, Width: func() int { return cols }})
