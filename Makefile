@@ -14,7 +14,7 @@ IMAGE_LABELS := --label org.opencontainers.image.version=$(VERSION) --label io.b
 
 export BOXWIRE_IMAGE := $(IMAGE)
 
-.PHONY: all build agent image engine test unit e2e security lint demo bench stress clean
+.PHONY: all build agent image engine test unit e2e security lint demo bench stress clean sdk-typescript
 
 all: build
 
@@ -67,8 +67,13 @@ security: image
 stress: engine
 	@bash .ci/stress
 
-## test: lint, unit tests and the e2e suite
-test: lint unit e2e
+## sdk-typescript: the TypeScript SDK (client/typescript): npm ci, strict tsc,
+## and its tests (node --test) against a real bridge, engine and image
+sdk-typescript: image build
+	cd client/typescript && npm ci --no-audit --no-fund && npm run check && npm test
+
+## test: lint, unit tests, the e2e suite and the SDKs' tests
+test: lint unit e2e sdk-typescript
 
 ## demo: build everything, start the bridge and run a short chat through the client
 demo: image build
