@@ -98,7 +98,7 @@ func Open(path string, opt Options) (*Store, error) {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketThreads, bucketEvents, bucketActivity} {
+		for _, b := range [][]byte{bucketThreads, bucketEvents, bucketActivity, bucketUsers, bucketKeys, bucketAudit} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}

@@ -1,0 +1,57 @@
+package auth
+
+// watch is one live connection's interest in its credentials.
+type watch struct {
+	ch   chan struct{}
+	keys []string
+}
+
+// Watch returns a channel closed when p's key is revoked or p's user is
+// deleted, so a long-lived connection can end at once; stop forgets the
+// watch (call it when the connection ends). The admin token is never
+// revoked: its channel is closed only by… nothing, and stop is still
+// needed.
+func (a *Authenticator) Watch(p Principal) (<-chan struct{}, func()) {
+	w := &watch{ch: make(chan struct{}), keys: []string{"user:" + p.User}}
+	if p.KeyID != "" {
+		w.keys = append(w.keys, "key:"+p.KeyID)
+	}
+	a.mu.Lock()
+	for _, k := range w.keys {
+		if a.watchers[k] == nil {
+			a.watchers[k] = map[*watch]struct{}{}
+		}
+		a.watchers[k][w] = struct{}{}
+	}
+	a.mu.Unlock()
+	return w.ch, func() { a.unwatch(w) }
+}
+
+func (a *Authenticator) unwatch(w *watch) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, k := range w.keys {
+		delete(a.watchers[k], w)
+		if len(a.watchers[k]) == 0 {
+			delete(a.watchers, k)
+		}
+	}
+}
+
+// notify closes and forgets every watch of key.
+func (a *Authenticator) notify(key string) {
+	a.mu.Lock()
+	ws := a.watchers[key]
+	delete(a.watchers, key)
+	for w := range ws {
+		for _, k := range w.keys {
+			if k != key {
+				delete(a.watchers[k], w)
+			}
+		}
+	}
+	a.mu.Unlock()
+	for w := range ws {
+		close(w.ch)
+	}
+}
