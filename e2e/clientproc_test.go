@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/creack/pty"
 
+	"github.com/boxwire/boxwire/bridge/testutil"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -142,22 +144,18 @@ func (p *ptyClient) screen() string {
 // consumes it; it fails the test after timeout.
 func (p *ptyClient) expect(want string, timeout time.Duration) {
 	p.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	testutil.Until(p.t, fmt.Sprintf("%q on the client's screen", want), timeout, func() error {
 		p.mu.Lock()
 		i := strings.Index(p.out.String()[p.pos:], want)
 		if i >= 0 {
 			p.pos += i + len(want)
 		}
 		p.mu.Unlock()
-		if i >= 0 {
-			return
+		if i < 0 {
+			return fmt.Errorf("after the last match:\n%s", p.screen()[p.pos:])
 		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("no %q on the client's screen within %v; after the last match:\n%s", want, timeout, p.screen()[p.pos:])
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // send types s on the terminal.
@@ -171,11 +169,7 @@ func (p *ptyClient) send(s string) {
 // wait waits for the client to exit and returns its exit code.
 func (p *ptyClient) wait(timeout time.Duration) int {
 	p.t.Helper()
-	select {
-	case <-p.done:
-	case <-time.After(timeout):
-		p.t.Fatalf("client did not exit within %v", timeout)
-	}
+	testutil.RequireClosed(p.t, "the client's exit", p.done, timeout)
 	return p.cmd.ProcessState.ExitCode()
 }
 

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/boxwire/boxwire/bridge/sandbox"
+	"github.com/boxwire/boxwire/bridge/testutil"
 	"github.com/boxwire/boxwire/bridge/wire"
 	"github.com/boxwire/boxwire/client/chat"
 	"github.com/boxwire/boxwire/e2e/llmscript"
@@ -336,16 +337,11 @@ func (e *env) cleanAtEnd() {
 	})
 }
 
-// waitFor polls cond every 100ms until it holds or eventTimeout passes.
+// waitFor polls cond until it holds; it fails the test, naming what, when
+// eventTimeout passes first.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(eventTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", eventTimeout, what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testutil.Eventually(t, what, eventTimeout, cond)
 }
 
 func randHex(n int) string {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/boxwire/boxwire/bridge/testutil"
 	"github.com/boxwire/boxwire/bridge/wire"
 	"github.com/boxwire/boxwire/client/chat"
 )
@@ -159,18 +160,12 @@ func (w *watcher) close() {
 // recorded, and returns it.
 func (b *seqBook) await(t *testing.T, what string, wait time.Duration, ok func(wire.Envelope) bool) wire.Envelope {
 	t.Helper()
-	deadline := time.Now().Add(wait)
-	for {
-		for _, ev := range b.events() {
-			if ok(ev) {
-				return ev
-			}
+	return testutil.Poll(t, what, wait, func() (wire.Envelope, error) {
+		if ev, found := find(b.events(), ok); found {
+			return ev, nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s within %v (last seq %d)", what, wait, b.last())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return wire.Envelope{}, fmt.Errorf("last seq %d", b.last())
+	})
 }
 
 // isType matches events of type typ (and id, when not empty).
