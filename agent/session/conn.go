@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/boxwire/boxwire/bridge/flow"
 	"github.com/boxwire/boxwire/bridge/wire"
 	"github.com/gorilla/websocket"
 )
@@ -86,7 +87,7 @@ func newConn(s *Server, ws *websocket.Conn, log *slog.Logger) *conn {
 		replies:    make(chan outgoing, replyBuffer),
 		done:       make(chan struct{}),
 		writerDone: make(chan struct{}),
-		termQueue:  termQueue{term: make(chan termOut, termQueueLen)},
+		termQueue:  newTermQueue(),
 	}
 }
 
@@ -107,7 +108,10 @@ func (c *conn) serve() {
 // stop tells the writer to quit (it closes the socket, which ends the
 // reader). Safe to call from any goroutine, more than once.
 func (c *conn) stop() {
-	c.stopOnce.Do(func() { close(c.done) })
+	c.stopOnce.Do(func() {
+		close(c.done)
+		c.term.Wake() // a terminal waiting for room finds c gone (terminal.go)
+	})
 }
 
 // enqueue queues out for the writer behind the events queued before it.
@@ -192,13 +196,13 @@ func (c *conn) writePump() {
 			if !c.writeOut(out) {
 				return
 			}
-		case out := <-c.term:
+		case out := <-c.term.Items():
 			if err := c.writeTerm(out); err != nil {
 				c.log.Debug("terminal write failed", "err", err)
 				return
 			}
 		case <-ping.C:
-			if err := c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeWait)); err != nil {
+			if err := c.w().Ping(); err != nil {
 				c.log.Debug("ping failed", "err", err)
 				return
 			}
@@ -234,16 +238,12 @@ func (c *conn) writeOut(out outgoing) bool {
 	return true
 }
 
-func (c *conn) write(env wire.Envelope) error {
-	if err := c.ws.SetWriteDeadline(time.Now().Add(writeWait)); err != nil {
-		return err
-	}
-	return c.ws.WriteJSON(env)
-}
+// w is the writer of c's socket; only writePump (and what it calls) writes.
+func (c *conn) w() flow.Writer { return flow.Writer{Conn: c.ws, Wait: writeWait} }
 
-func (c *conn) writeClose(code int) {
-	_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, ""), time.Now().Add(writeWait))
-}
+func (c *conn) write(env wire.Envelope) error { return c.w().JSON(env) }
+
+func (c *conn) writeClose(code int) { _ = c.w().Close(code, "") }
 
 // closeWith sends env, then closes the connection; it waits (bounded) for
 // the writer to flush. It always reports false, for the reader to return.

@@ -4,12 +4,10 @@ import (
 	"errors"
 	"io"
 	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/boxwire/boxwire/agent/terminal"
+	"github.com/boxwire/boxwire/bridge/flow"
 	"github.com/boxwire/boxwire/bridge/wire"
-	"github.com/gorilla/websocket"
 )
 
 // Terminal traffic of a connection (docs/terminal.md) has a queue of its
@@ -26,15 +24,16 @@ const (
 	coalesceItems = 64
 )
 
-// termOut is one queued terminal item: a control message or an output frame.
+// termQueue is a connection's terminal queue (flow.Queue).
 type termQueue struct {
-	term      chan termOut
-	termBytes atomic.Int64 // bytes of frames in term
+	term *flow.Queue[wire.Envelope]
 }
 
-type termOut struct {
-	env   *wire.Envelope
-	frame []byte
+// termItem is one queued terminal item: a control message or an output frame.
+type termItem = flow.Item[wire.Envelope]
+
+func newTermQueue() termQueue {
+	return termQueue{term: flow.NewQueue[wire.Envelope](termQueueLen, termBudget)}
 }
 
 // terminalRegistry holds the server's terminal sessions, created on first
@@ -93,8 +92,10 @@ func (c *conn) Send(env wire.Envelope) {
 	}
 	select {
 	case <-c.done:
-	case c.term <- termOut{env: &env}:
+		return
 	default:
+	}
+	if !c.term.Send(env) {
 		c.log.Warn("terminal queue full; dropping connection")
 		c.drop()
 	}
@@ -103,25 +104,25 @@ func (c *conn) Send(env wire.Envelope) {
 // Offer implements terminal.Sink: it queues an output frame unless
 // termBudget bytes already wait.
 func (c *conn) Offer(frame []byte) bool {
-	n := int64(len(frame))
-	if c.termBytes.Load()+n > termBudget {
-		return false
-	}
 	select {
 	case <-c.done:
 		return true // gone: nothing to wait for
-	case c.term <- termOut{frame: frame}:
-		c.termBytes.Add(n)
-		return true
 	default:
-		return false
 	}
+	return c.term.Offer(frame)
 }
+
+// Watch implements terminal.Sink: w is woken when the writer takes an item
+// or the connection stops.
+func (c *conn) Watch(w *flow.Waker) { c.term.Watch(w) }
+
+// Unwatch implements terminal.Sink.
+func (c *conn) Unwatch(w *flow.Waker) { c.term.Unwatch(w) }
 
 // writeTerm writes out and whatever else is queued (up to coalesceItems),
 // merging consecutive output frames of one session into frames of up to
 // wire.MaxFrameData bytes.
-func (c *conn) writeTerm(out termOut) error {
+func (c *conn) writeTerm(out termItem) error {
 	var buf []byte
 	var session string
 	flush := func() error {
@@ -133,16 +134,16 @@ func (c *conn) writeTerm(out termOut) error {
 		return err
 	}
 	for i := 0; ; i++ {
-		if out.env != nil {
+		c.term.Release(out)
+		if out.Msg != nil {
 			if err := flush(); err != nil {
 				return err
 			}
-			if err := c.write(*out.env); err != nil {
+			if err := c.write(*out.Msg); err != nil {
 				return err
 			}
 		} else {
-			c.termBytes.Add(-int64(len(out.frame)))
-			f, err := wire.ParseFrame(out.frame)
+			f, err := wire.ParseFrame(out.Frame)
 			if err != nil {
 				return err
 			}
@@ -153,7 +154,7 @@ func (c *conn) writeTerm(out termOut) error {
 			}
 			if buf == nil {
 				session = f.Session
-				buf = append(make([]byte, 0, wire.FrameHeaderLen(session)+wire.MaxFrameData), out.frame...)
+				buf = append(make([]byte, 0, wire.FrameHeaderLen(session)+wire.MaxFrameData), out.Frame...)
 			} else {
 				buf = append(buf, f.Data...)
 			}
@@ -161,20 +162,14 @@ func (c *conn) writeTerm(out termOut) error {
 		if i >= coalesceItems {
 			return flush()
 		}
-		select {
-		case out = <-c.term:
-		default:
+		var ok bool
+		if out, ok = c.term.TryNext(); !ok {
 			return flush()
 		}
 	}
 }
 
-func (c *conn) writeBinary(b []byte) error {
-	if err := c.ws.SetWriteDeadline(time.Now().Add(writeWait)); err != nil {
-		return err
-	}
-	return c.ws.WriteMessage(websocket.BinaryMessage, b)
-}
+func (c *conn) writeBinary(b []byte) error { return c.w().Binary(b) }
 
 // input handles a binary frame from the peer: keystrokes for a session.
 // Problems are answered as errors; the connection stays.

@@ -21,8 +21,6 @@ const (
 	DefaultIdleTimeout = 30 * time.Minute
 	DefaultStallLimit  = 10 * time.Second
 	DefaultLagGrace    = time.Second
-	// pollInterval is how often a waiting fan-out retries full watchers.
-	pollInterval = time.Millisecond
 )
 
 // inherited names the agent's environment variables a terminal inherits;
@@ -139,6 +137,7 @@ func (r *Registry) Open(o wire.TerminalOpen, opener Sink, id string) (*Session, 
 		sinks: map[Sink]struct{}{}, cols: cols, rows: rows, active: time.Now(),
 		done: make(chan struct{}), drained: make(chan struct{}),
 	}
+	s.fan.StallLimit, s.fan.LagGrace = r.cfg.StallLimit, r.cfg.LagGrace
 	// Output waits for outMu until the opener watches: no byte goes to
 	// nobody.
 	s.outMu.Lock()

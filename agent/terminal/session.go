@@ -3,7 +3,6 @@ package terminal
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -11,21 +10,25 @@ import (
 	"github.com/charmbracelet/x/vt"
 
 	"github.com/boxwire/boxwire/agent/shell"
+	"github.com/boxwire/boxwire/bridge/flow"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
 // Sink is one watcher of sessions: a connection. Its methods must not
-// block; they are called with the session's output lock held, so what a
-// Sink receives is in order.
+// block; Send and Offer are called with the session's output lock held, so
+// what a Sink receives is in order.
 type Sink interface {
 	// Send queues a control message (attached, detached, exit) for the
 	// peer, after everything queued before it. It must not drop it silently:
 	// a Sink that cannot queue it ends its connection.
 	Send(env wire.Envelope)
-	// Offer queues one encoded output frame (wire.AppendFrame), unless the
-	// peer's terminal buffer is full; it reports whether it queued it. The
-	// Sink may keep frame.
-	Offer(frame []byte) bool
+	// Offer (flow.Target) queues one encoded output frame
+	// (wire.AppendFrame), unless the peer's terminal buffer is full; it
+	// reports whether it queued it. The Sink may keep frame. While Offer
+	// refuses, the session waits for a Waker given to Watch: the Sink wakes
+	// it when it may have room again (its writer took something, or its
+	// connection ended), until Unwatch.
+	flow.Target
 }
 
 // ErrExited is returned for input to a session whose process has ended.
@@ -43,6 +46,9 @@ type Session struct {
 	// attach's screen and the frames after it fit together exactly.
 	outMu sync.Mutex
 	scr   *screen
+	fan   flow.Fanout[Sink] // used under outMu
+	// targets is fanout's buffer, kept between frames; under outMu.
+	targets []Sink
 
 	mu       sync.Mutex
 	sinks    map[Sink]struct{} // written under outMu and mu
@@ -86,62 +92,24 @@ func (s *Session) publish(p []byte) {
 	}
 }
 
-// fanout offers frame to every watcher. Watchers that are full are retried
-// until they take it; one that is still full lagGrace after another watcher
-// took the frame, or StallLimit after the first try, is detached as too
-// slow. Called with outMu held.
+// fanout offers frame to every watcher, waiting while some are full (see
+// flow.Fanout): one that is still full lagGrace after another watcher took
+// the frame, or StallLimit after the first try, is detached as too slow.
+// Called with outMu held.
 func (s *Session) fanout(frame []byte) {
+	pending := s.targets[:0]
 	s.mu.Lock()
-	var pending []Sink
 	for k := range s.sinks {
 		pending = append(pending, k)
 	}
 	s.mu.Unlock()
-	total := len(pending)
-	pending = offerAll(pending, frame)
-	if len(pending) == 0 {
-		return
-	}
-	now := time.Now()
-	deadline := now.Add(s.r.cfg.StallLimit)
-	if len(pending) < total {
-		deadline = now.Add(s.r.cfg.LagGrace)
-	}
-	timer := time.NewTimer(pollInterval)
-	defer timer.Stop()
-	for len(pending) > 0 {
-		if time.Now().After(deadline) {
-			break
-		}
-		select {
-		case <-s.r.ctx.Done():
-			return
-		case <-timer.C:
-			timer.Reset(pollInterval)
-		}
-		before := len(pending)
-		pending = offerAll(pending, frame)
-		if len(pending) < before {
-			deadline = minTime(deadline, time.Now().Add(s.r.cfg.LagGrace))
-		}
-	}
-	for _, k := range pending {
+	s.targets = pending[:0]
+	for _, k := range s.fan.Deliver(s.r.ctx.Done(), pending, frame) {
 		s.r.log.Warn("terminal watcher too slow; detached", "session", s.id)
 		s.removeSink(k)
 		k.Send(wire.MustNew(wire.TypeTerminalDetached, "", "", wire.TerminalDetached{Session: s.id, Reason: wire.DetachTooSlow}))
 	}
-}
-
-// offerAll offers frame to each sink and returns those that refused it.
-func offerAll(sinks []Sink, frame []byte) []Sink {
-	return slices.DeleteFunc(sinks, func(k Sink) bool { return k.Offer(frame) })
-}
-
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
+	clear(pending[:cap(pending)]) // the buffer holds no watcher for the GC
 }
 
 func (s *Session) touch() {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/boxwire/boxwire/agent/terminal"
+	"github.com/boxwire/boxwire/bridge/flow"
 	"github.com/boxwire/boxwire/bridge/wire"
 	"go.uber.org/goleak"
 )
@@ -17,8 +18,10 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // waitFor bounds every wait in these tests.
 const waitFor = 10 * time.Second
 
-// sink records what a session sends; with full set it refuses frames.
+// sink records what a session sends; with full set it refuses frames, and
+// its Watchers are woken when full is cleared.
 type sink struct {
+	flow.Watchers
 	mu     sync.Mutex
 	out    bytes.Buffer
 	msgs   []wire.Envelope
@@ -51,6 +54,9 @@ func (k *sink) setFull(v bool) {
 	k.mu.Lock()
 	k.full = v
 	k.mu.Unlock()
+	if !v {
+		k.Wake()
+	}
 }
 
 func (k *sink) output() string {
