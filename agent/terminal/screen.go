@@ -26,6 +26,9 @@ const (
 	quietFor   = 20 * time.Millisecond
 )
 
+// resetLine starts a cut backlog: a full reset, then a fresh line.
+const resetLine = "\x1bc\r\n"
+
 // screen is a session's terminal state. Its methods are safe for concurrent
 // use; run feeds the emulator until close.
 type screen struct {
@@ -58,13 +61,17 @@ func (s *screen) write(p []byte) {
 	s.written += uint64(len(p))
 	s.last = time.Now()
 	if len(s.pending) > maxBacklog {
+		// Cut in place: the backlog keeps its array, so bulk output
+		// costs no allocation once it has grown.
 		tail := s.pending[len(s.pending)-keepTail:]
 		if i := bytes.IndexByte(tail, '\n'); i >= 0 {
 			tail = tail[i+1:]
 		}
-		cut := append([]byte("\x1bc\r\n"), tail...)
-		s.written += uint64(len(cut)) - uint64(len(s.pending))
-		s.pending = cut
+		old := len(s.pending)
+		n := copy(s.pending, resetLine)
+		n += copy(s.pending[n:], tail) // copy moves overlapping bytes correctly
+		s.pending = s.pending[:n]
+		s.written += uint64(n) - uint64(old)
 	}
 	s.cond.Broadcast()
 }

@@ -2,6 +2,8 @@ package terminal_test
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -138,4 +140,39 @@ func openWatched(t *testing.T, r *terminal.Registry, k terminal.Sink, cmd string
 		t.Fatal(err)
 	}
 	return s
+}
+
+// TestScreenAfterBulkOutput: after more output than the screen's backlog
+// keeps (so it was cut), an attach still shows the end of it.
+func TestScreenAfterBulkOutput(t *testing.T) {
+	const lines = 300000 // about 2.3 MiB with the terminal's \r\n
+	want := int64(len("the-end\r\n"))
+	for i := 1; i <= lines; i++ {
+		want += int64(len(strconv.Itoa(i)) + 2)
+	}
+	r := newRegistry(t, terminal.Config{})
+	k := newCounter()
+	s, err := r.Open(wire.TerminalOpen{Command: []string{"sh", "-c", fmt.Sprintf("seq 1 %d | cat; echo the-end; sleep 100", lines)}, Cols: 40, Rows: 5}, k, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		k.mu.Lock()
+		n := k.n
+		k.mu.Unlock()
+		if n >= want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("got %d bytes of output, want %d", n, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	late := &sink{}
+	s.Attach(late, "")
+	a := decode[wire.TerminalAttached](t, late.msgs[0])
+	if !strings.Contains(a.Screen, strconv.Itoa(lines)) || !strings.Contains(a.Screen, "the-end") {
+		t.Fatalf("the end of the output is not on the screen: %q", a.Screen)
+	}
 }
