@@ -10,7 +10,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"io"
 	"strings"
 	"sync"
 	"time"
@@ -60,6 +59,7 @@ func (t *thread) readAgent(l *agentLink) {
 	conn.SetPongHandler(func(string) error {
 		return conn.SetReadDeadline(time.Now().Add(pongWait))
 	})
+	var scratch []byte // terminal frames are read through it (terminal.go)
 	for {
 		mt, r, err := conn.NextReader()
 		if err != nil {
@@ -68,7 +68,7 @@ func (t *thread) readAgent(l *agentLink) {
 			return
 		}
 		if mt == websocket.BinaryMessage { // terminal output (terminal.go)
-			data, err := io.ReadAll(io.LimitReader(r, maxInputFrame+1))
+			data, err := readAgentFrame(r, &scratch)
 			if err == nil {
 				t.terminalOutput(data)
 			}
