@@ -65,10 +65,20 @@ func (d *Docker) Stop(ctx context.Context, id string, grace time.Duration) error
 // container uses the volume (workspace_detach.go). A sandbox that does not
 // exist is not an error. It blocks until the engine has removed the
 // container.
+//
+// An engine under load may refuse or fail a removal for a while (a removal
+// already in progress, a mount still busy): Remove tries again, with a
+// growing pause, until the container is gone or ctx ends.
 func (d *Docker) Remove(ctx context.Context, id string) error {
 	ws := d.cappedWorkspaceOf(ctx, id)
-	_, err := d.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true})
-	if err != nil && !cerrdefs.IsNotFound(err) {
+	err := retryRemoval(ctx, func() error {
+		_, err := d.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true})
+		if err == nil || cerrdefs.IsNotFound(err) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("remove sandbox %s: %w", id, d.mapErr(err, nil))
 	}
 	if ws != "" {
@@ -86,8 +96,16 @@ func (d *Docker) RemoveVolume(ctx context.Context, name string) error {
 	if res, err := d.cli.VolumeInspect(ctx, name, client.VolumeInspectOptions{}); err == nil {
 		opts = res.Volume.Options
 	}
-	_, err := d.cli.VolumeRemove(ctx, name, client.VolumeRemoveOptions{})
-	if err != nil && !cerrdefs.IsNotFound(err) {
+	// A volume is "in use" until the engine has finished removing its
+	// container; under load that can outlast the container's Remove.
+	err := retryRemoval(ctx, func() error {
+		_, err := d.cli.VolumeRemove(ctx, name, client.VolumeRemoveOptions{})
+		if err == nil || cerrdefs.IsNotFound(err) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("remove volume %s: %w", name, d.mapErr(err, nil))
 	}
 	if err := d.ws.release(ctx, name, opts); err != nil {
@@ -146,4 +164,34 @@ func fromSummary(c container.Summary) Sandbox {
 		sb.Name = strings.TrimPrefix(c.Names[0], "/")
 	}
 	return sb
+}
+
+// Pauses between tries of a removal the engine failed.
+const (
+	removeRetryFirst = 100 * time.Millisecond
+	removeRetryMax   = 2 * time.Second
+)
+
+// retryRemoval calls remove until it succeeds or ctx ends, pausing longer
+// after each failure. It returns the last failure, or ctx's error when no
+// try was made.
+func retryRemoval(ctx context.Context, remove func() error) error {
+	pause := removeRetryFirst
+	for {
+		err := remove()
+		if err == nil {
+			return nil
+		}
+		if client.IsErrConnectionFailed(err) {
+			return err // no engine to ask: the caller reports it unavailable
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		pause = min(2*pause, removeRetryMax)
+	}
 }
