@@ -79,9 +79,13 @@ test: lint unit e2e sdk-typescript
 demo: image build
 	@bash e2e/demo.sh
 
-## bench: speed and memory figures side by side with Docker's own paths (BENCHMARKS.md)
+## bench: speed and memory figures side by side with Docker's own paths and a
+## reference PTY bridge (REFBENCH, built into build/, not part of boxwire) (BENCHMARKS.md)
+REFBENCH ?= ../shared/bench
 bench: image build
-	BOXWIRE_E2E=1 BOXWIRE_BENCH=1 $(GO) test -v -count=1 -timeout 30m -run '^TestBenchmarks$$' ./e2e/ 2>&1 | \
+	cd $(REFBENCH) && GOFLAGS=-mod=mod $(GO) build -o $(CURDIR)/build/ ./ptyws
+	BOXWIRE_E2E=1 BOXWIRE_BENCH=1 BOXWIRE_REF_PTYWS=$(CURDIR)/build/ptyws \
+	  $(GO) test -v -count=1 -timeout 40m -run '^TestBenchmarks$$' ./e2e/ 2>&1 | \
 	  grep -vE '^(=== |--- |PASS|ok )' ; exit $${PIPESTATUS[0]}
 
 clean:

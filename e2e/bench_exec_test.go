@@ -5,12 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os/exec"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/creack/pty"
 	"github.com/moby/moby/client"
 
 	"github.com/boxwire/boxwire/bridge/wire"
@@ -165,6 +163,11 @@ func benchConcurrent(t *testing.T, e *env, r *report) {
 		}
 		ok++
 	}
+	threads := make([]string, len(conns))
+	for i, c := range conns {
+		threads[i] = c.Thread()
+	}
+	deleteThreads(t, ctx, e, threads)
 	r.add(figure{name: "concurrent_ok", value: float64(ok), unit: "of100", target: "all succeed", met: met(ok == sessions),
 		note: fmt.Sprintf("%d sessions (own thread and sandbox each) ran `echo $((6*7))` at once", sessions)})
 	r.add(figure{name: "concurrent_p50", value: medianMS(lat), unit: "ms", note: "latency of those commands, median"})
@@ -217,43 +220,34 @@ find /workspace/tree -type f | wc -l`
 		note: fmt.Sprintf("grep tool %.0f ms vs `rg -l` via execute %.0f ms on 50k files, medians of %d", medianMS(ours), medianMS(theirs), rounds)})
 }
 
-// benchShellStream: `head -c 256M /dev/zero` in a terminal session,
-// container → agent → bridge → client, versus the same command read from a
-// local PTY in this process. Every byte must arrive.
-func benchShellStream(t *testing.T, e *env, r *report) {
-	const size = 256 << 20
-	cmd := fmt.Sprintf("head -c %d /dev/zero", size)
-	s := e.dial("")
-	remote := func() time.Duration {
-		n, took := streamTerminal(t, e, s, cmd)
-		if n != size {
-			t.Fatalf("terminal delivered %d bytes of %d", n, size)
+// deleteThreads deletes threads all at once, as their users would after a
+// burst, and then requires that each one's sandbox and workspace volume are
+// gone: deleting under load removes everything (the bridge retries until it
+// has), and the run leaves nothing behind for its teardown to clean up.
+func deleteThreads(t *testing.T, ctx context.Context, e *env, threads []string) {
+	t.Helper()
+	cfg := chat.Config{URL: e.bridge.url, Token: e.token}
+	errs := make([]error, len(threads))
+	var wg sync.WaitGroup
+	for i, id := range threads {
+		wg.Go(func() { errs[i] = chat.DeleteThread(ctx, cfg, id) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("delete thread %s under load: %v", threads[i], err)
 		}
-		return took
 	}
-	local := func() time.Duration {
-		n, took := localPTY(t, cmd)
-		if n != size {
-			t.Fatalf("local PTY read %d bytes of %d", n, size)
+	for _, id := range threads {
+		if left := e.containers(map[string]string{"boxwire.thread": id}); len(left) > 0 {
+			t.Errorf("thread %s deleted, but its sandbox %s is still there", id, left[0].ID)
 		}
-		return took
+		vols, err := e.engine.ListVolumes(ctx, map[string]string{"boxwire.thread": id})
+		if err != nil {
+			t.Fatalf("list volumes: %v", err)
+		}
+		if len(vols) > 0 {
+			t.Errorf("thread %s deleted, but its volume %s is still there", id, vols[0])
+		}
 	}
-	theirs, ours := interleave(t, 3, local, remote)
-	mibps := func(d float64) float64 { return float64(size) / (1 << 20) / (d / 1000) }
-	ratio := mibps(medianMS(ours)) / mibps(medianMS(theirs))
-	r.add(figure{name: "shell_stream", value: mibps(medianMS(ours)), unit: "MiB/s", ratio: ratio,
-		target: "≥ 0.8× a local PTY, every byte", met: met(ratio >= 0.8),
-		note: fmt.Sprintf("256 MiB through container→bridge→client %.0f MiB/s vs a local PTY %.0f MiB/s, medians of 3, all bytes counted", mibps(medianMS(ours)), mibps(medianMS(theirs)))})
-}
-
-// localPTY runs cmd on a PTY of this process and reads it to the end.
-func localPTY(t *testing.T, cmd string) (int64, time.Duration) {
-	start := time.Now()
-	ptmx, err := pty.Start(exec.Command("sh", "-c", cmd))
-	if err != nil {
-		t.Fatalf("local pty: %v", err)
-	}
-	defer ptmx.Close()
-	n, _ := io.Copy(io.Discard, ptmx) // ends with EIO once the child side closes
-	return n, time.Since(start)
 }

@@ -23,6 +23,9 @@ type figure struct {
 	target string  // what the issue asks for, in words
 	met    *bool   // whether the target was reached; nil: no target
 	note   string  // what was compared, both sides
+	// extra goes into the machine-readable line after the unit (e.g.
+	// "ref=50.000 MiB/s"), after the ratio.
+	extra, after string
 }
 
 // report collects figures and prints them at the end.
@@ -51,8 +54,17 @@ func (r *report) print(t *testing.T) {
 	b.WriteString("\n")
 	for _, f := range r.figs {
 		line := fmt.Sprintf("bench: %s=%s %s", f.name, strconv.FormatFloat(f.value, 'f', 3, 64), f.unit)
+		if f.extra != "" {
+			line += " " + f.extra
+		}
 		if f.ratio != 0 {
 			line += " ratio=" + strconv.FormatFloat(f.ratio, 'f', 3, 64)
+		}
+		if f.after != "" {
+			line += " " + f.after
+		}
+		if f.met != nil && !*f.met {
+			line += " MISSED"
 		}
 		b.WriteString(line + "\n")
 	}
