@@ -4,25 +4,17 @@
 // Terminal, and queues everything else as events for the single consumer
 // of events() (a Turn, a ToolRun, or your own loop).
 
-import { ConnectionClosedError, errorFromCode, SlowConsumerError, type BoxwireError } from "./errors.js";
+import { ConnectionClosedError, errorFromCode, SlowConsumerError } from "./errors.js";
 import { abortSocket, openSocket, type WebSocketFactory, type WebSocketLike } from "./socket.js";
 import { Terminal, type TerminalOptions } from "./terminal.js";
 import { ToolRun, Turn } from "./turn.js";
 import { DecodeError, type JSONObject } from "./wire/codec.js";
 import { decodeFrame, encodeFrame, FrameKind } from "./wire/frames.js";
-import {
-  decodeMessage,
-  MAX_MESSAGE_BYTES,
-  type Message,
-  type MessageType,
-  messageText,
-  PROTOCOL_VERSION,
-  type PayloadOf,
-} from "./wire/messages.js";
+import { handshake, type Handshake } from "./handshake.js";
+import { decodeMessage, MAX_MESSAGE_BYTES, type Message, messageText } from "./wire/messages.js";
 import type { Hello, TerminalAttached, TerminalInfo, ToolResult } from "./wire/payloads.js";
 
-/** What the SDK calls itself in hello. */
-export const SOFTWARE = "boxwire-typescript/0.1.0";
+export { SOFTWARE } from "./software.js";
 
 /** Connection.events' default buffer: events waiting unread before the connection is dropped. */
 export const DEFAULT_EVENT_BUFFER = 4096;
@@ -422,58 +414,9 @@ export class Connection implements AsyncIterable<Message> {
   }
 }
 
-/** What the handshake got: the server's hello, and what arrived after it before the Connection took over. */
-interface Handshake {
-  hello: Hello;
-  backlog: unknown[];
-  closed: { code: number; reason: string } | null;
-}
-
-/** handshake sends hello and waits for the answer: hello, or an error that rejects. */
-function handshake(sock: WebSocketLike, thread: string, afterSeq: number, signal?: AbortSignal): Promise<Handshake> {
-  return new Promise<Handshake>((resolve, reject) => {
-    const finish = (err: Error | null, hello?: Hello) => {
-      signal?.removeEventListener("abort", onAbort);
-      sock.onmessage = sock.onclose = null;
-      if (err) return reject(err);
-      // Frames after hello may come in the same read: keep them for the Connection.
-      const hs: Handshake = { hello: hello as Hello, backlog: [], closed: null };
-      sock.onmessage = (ev) => hs.backlog.push(ev.data);
-      sock.onclose = (ev) => (hs.closed = { code: ev.code, reason: ev.reason });
-      resolve(hs);
-    };
-    const onAbort = () => finish(signal?.reason instanceof Error ? signal.reason : new Error("aborted"));
-    signal?.addEventListener("abort", onAbort, { once: true });
-    sock.onclose = (ev) => finish(new ConnectionClosedError(ev.code, ev.reason));
-    sock.onmessage = (ev) => {
-      if (typeof ev.data !== "string") return finish(new DecodeError("server sent a binary frame before hello"));
-      let msg: Message;
-      try {
-        msg = decodeMessage(ev.data);
-      } catch (err) {
-        return finish(err as Error);
-      }
-      if (msg.type === "error") return finish(errorFromCode(msg.data.code, msg.data.message) as BoxwireError);
-      if (msg.type !== "hello") return finish(new DecodeError(`server sent ${msg.type} before hello`));
-      if (msg.data.version !== PROTOCOL_VERSION) {
-        return finish(errorFromCode("version_mismatch", `server speaks protocol version ${msg.data.version}, want ${PROTOCOL_VERSION}`));
-      }
-      finish(null, { ...msg.data, thread: msg.data.thread ?? msg.thread ?? thread });
-    };
-    const hello: Message<"hello"> = {
-      type: "hello",
-      id: "h1",
-      data: { version: PROTOCOL_VERSION, role: "client", software: SOFTWARE, ...(thread ? { thread } : {}), ...(afterSeq ? { after_seq: afterSeq } : {}) },
-    };
-    sock.send(messageText(hello));
-  });
-}
-
 function randomHex(n: number): string {
   const b = new Uint8Array(n);
   globalThis.crypto.getRandomValues(b);
   return Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
 }
 
-/** Re-exported for typed payload access. */
-export type { MessageType, PayloadOf };
