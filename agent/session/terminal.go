@@ -24,9 +24,14 @@ const (
 	coalesceItems = 64
 )
 
-// termQueue is a connection's terminal queue (flow.Queue).
+// termQueue is a connection's terminal queue (flow.Queue) and the
+// writer's state for it.
 type termQueue struct {
 	term *flow.Queue[wire.Envelope]
+	// merged is the writer's buffer for coalesced frames, kept between
+	// writes (a WebSocket write is done with its buffer when it returns):
+	// a stream costs no allocation per write.
+	merged []byte
 }
 
 // termItem is one queued terminal item: a control message or an output frame.
@@ -121,16 +126,21 @@ func (c *conn) Unwatch(w *flow.Waker) { c.term.Unwatch(w) }
 
 // writeTerm writes out and whatever else is queued (up to coalesceItems),
 // merging consecutive output frames of one session into frames of up to
-// wire.MaxFrameData bytes.
+// wire.MaxFrameData bytes. A frame with nothing to merge goes out as it is.
 func (c *conn) writeTerm(out termItem) error {
-	var buf []byte
+	var first []byte // the frame being built, not yet copied into merged
+	var merged []byte
 	var session string
 	flush := func() error {
-		if buf == nil {
-			return nil
+		var err error
+		switch {
+		case merged != nil:
+			err = c.writeBinary(merged)
+			c.merged = merged[:0]
+		case first != nil:
+			err = c.writeBinary(first)
 		}
-		err := c.writeBinary(buf)
-		buf = nil
+		first, merged = nil, nil
 		return err
 	}
 	for i := 0; ; i++ {
@@ -142,22 +152,8 @@ func (c *conn) writeTerm(out termItem) error {
 			if err := c.write(*out.Msg); err != nil {
 				return err
 			}
-		} else {
-			f, err := wire.ParseFrame(out.Frame)
-			if err != nil {
-				return err
-			}
-			if buf != nil && (f.Session != session || len(buf)+len(f.Data) > wire.FrameHeaderLen(session)+wire.MaxFrameData) {
-				if err := flush(); err != nil {
-					return err
-				}
-			}
-			if buf == nil {
-				session = f.Session
-				buf = append(make([]byte, 0, wire.FrameHeaderLen(session)+wire.MaxFrameData), out.Frame...)
-			} else {
-				buf = append(buf, f.Data...)
-			}
+		} else if err := c.mergeFrame(out.Frame, &first, &merged, &session, flush); err != nil {
+			return err
 		}
 		if i >= coalesceItems {
 			return flush()
@@ -167,6 +163,33 @@ func (c *conn) writeTerm(out termItem) error {
 			return flush()
 		}
 	}
+}
+
+// mergeFrame adds frame to the frame being built (first, then merged once
+// a second one joins it), flushing first when it is of another session or
+// would grow past wire.MaxFrameData.
+func (c *conn) mergeFrame(frame []byte, first, merged *[]byte, session *string, flush func() error) error {
+	f, err := wire.ParseFrame(frame)
+	if err != nil {
+		return err
+	}
+	size := len(*first) + len(*merged)
+	if size > 0 && (f.Session != *session || size+len(f.Data) > wire.FrameHeaderLen(*session)+wire.MaxFrameData) {
+		if err := flush(); err != nil {
+			return err
+		}
+		size = 0
+	}
+	switch {
+	case size == 0:
+		*session, *first = f.Session, frame
+	case *merged == nil:
+		*merged = append(append(c.merged[:0], *first...), f.Data...)
+		*first = nil
+	default:
+		*merged = append(*merged, f.Data...)
+	}
+	return nil
 }
 
 func (c *conn) writeBinary(b []byte) error { return c.w().Binary(b) }

@@ -1,0 +1,305 @@
+package fleet
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/boxwire/boxwire/bridge/boxdir"
+	"github.com/boxwire/boxwire/bridge/egress"
+	"github.com/boxwire/boxwire/bridge/internal/keyed"
+	"github.com/boxwire/boxwire/bridge/llmproxy"
+	"github.com/boxwire/boxwire/bridge/policy"
+	"github.com/boxwire/boxwire/bridge/sandbox"
+	"github.com/boxwire/boxwire/bridge/wire"
+)
+
+// Lifecycle defaults.
+const (
+	DefaultIdleTTL      = 30 * time.Minute
+	DefaultMaxLifetime  = 24 * time.Hour
+	DefaultThreadTTL    = 72 * time.Hour
+	DefaultRecycleGrace = 5 * time.Minute
+	// DefaultPoolIdle is how long a pool waits for a thread before it
+	// shrinks.
+	DefaultPoolIdle = 10 * time.Minute
+)
+
+// ErrLimit: MaxSandboxes are live. ErrClosing: the fleet is stopping.
+var (
+	ErrLimit   = errors.New("sandbox limit reached")
+	ErrClosing = errors.New("bridge shutting down")
+)
+
+// Config configures a Fleet. Zero values of optional fields mean their
+// defaults. The server fills it from its own Config (see server.Config for
+// what each field means to an operator).
+type Config struct {
+	// Manager creates and removes sandboxes. Required; the fleet does not
+	// close it.
+	Manager sandbox.Manager
+	// Layout lays out each sandbox's host folders. Required.
+	Layout *boxdir.Layout
+	// Records keeps thread records. Required.
+	Records Records
+	// Logger receives the fleet's logs; nil discards them.
+	Logger *slog.Logger
+	// BridgeID is the boxwire.owner label of the fleet's sandboxes.
+	// Required.
+	BridgeID string
+	// Token is the secret each sandbox's LLM proxy token derives from
+	// (the bridge's client token). Required.
+	Token string
+	// Software names the bridge in its hello to agents.
+	Software string
+	// Model is passed to the agent as BOXWIRE_MODEL when set.
+	Model string
+	// SandboxUID and SandboxGID run the sandbox.
+	SandboxUID, SandboxGID int
+	// DataDir holds the egress CA (<DataDir>/ca).
+	DataDir string
+
+	// Image is the default image; Images the others a thread may ask for.
+	Image  string
+	Images []string
+	// Runtime is the default OCI runtime; Runtimes the others allowed.
+	Runtime  string
+	Runtimes []string
+	// MaxSandboxes bounds the live and pooled sandboxes; 0: no bound.
+	MaxSandboxes int
+	// IdleTTL, MaxLifetime, ThreadTTL, RecycleGrace, ReapInterval: see
+	// server.Config.
+	IdleTTL, MaxLifetime, ThreadTTL, RecycleGrace, ReapInterval time.Duration
+	// Pool is how many greeted sandboxes the warm pool keeps per image
+	// (0: none); PoolIdle empties an image's pool nobody took from.
+	Pool     int
+	PoolIdle time.Duration
+
+	// LLM configures each sandbox's LLM proxy.
+	LLM llmproxy.Config
+	// UsageEvents publishes a usage event to a sandbox's members after
+	// every model call.
+	UsageEvents bool
+	// Egress is the bridge's egress allowlist; EgressThreadMax caps the
+	// rules a thread may ask for.
+	Egress, EgressThreadMax []string
+	// Policy holds the credentials and host rules the egress proxies
+	// apply; EgressRoots verifies real hosts behind terminated TLS.
+	Policy      *policy.Policy
+	EgressRoots *x509.CertPool
+	// Posture is what each agent's hello must report; nil checks nothing.
+	Posture *PosturePolicy
+
+	// Check decides one egress request of the sandbox with box id boxID
+	// after the box's own rules were matched (req.AllowedBy); nil leaves
+	// it to the allowlist.
+	Check func(ctx context.Context, boxID string, req egress.Request) egress.Verdict
+	// Adopt takes back thread rec of box b, adopted by Reconcile: it greets
+	// the agent (Greet), makes the member and attaches it (Attach). An
+	// error gives the sandbox up.
+	Adopt func(ctx context.Context, b *Box, rec ThreadRecord) error
+}
+
+// Member is one thread of a box. Working and Attached are called with the
+// fleet's lock held and must not call into the Fleet; Publish and Suspend
+// are called without it.
+type Member interface {
+	// ID is the thread id.
+	ID() string
+	// Working reports whether a turn or tool call runs.
+	Working() bool
+	// Attached reports whether a client is attached.
+	Attached() bool
+	// Publish adds an event of the sandbox's proxies to the thread's log.
+	// It must not block on clients.
+	Publish(env wire.Envelope)
+	// Suspend ends the thread because the fleet suspended its sandbox: it
+	// logs ev, closes its clients with it and stops. It blocks until the
+	// thread stopped.
+	Suspend(ev wire.SandboxExited)
+}
+
+// Fleet owns the sandboxes of one bridge. It is safe for concurrent use.
+type Fleet struct {
+	cfg    Config
+	log    *slog.Logger
+	ctx    context.Context // cancelled by Stop
+	cancel context.CancelFunc
+	bg     sync.WaitGroup // the reaper, started by New
+
+	mu     sync.Mutex
+	closed bool
+	boxes  map[string]*Box // by box key, including boxes being created
+	pool   warmPool        // warm pool (pool.go); its filler is started by New
+	// life holds per-key locks: "thread:<id>" keeps two callers from
+	// resuming one suspended thread twice; "box:<id>" keeps a sandbox from
+	// being started under a box id whose old sandbox is still being
+	// removed (suspension, retention), and a thread from joining a
+	// sandbox while its egress rules change or it is suspended. Lock
+	// order: a thread key before a box key.
+	life keyed.Mutex
+	ca   caCache // the egress CA, loaded on first use (egress.go)
+}
+
+// New checks cfg and returns a fleet with its reaper (and pool filler)
+// running; [Fleet.Stop] stops and waits for them.
+func New(cfg Config) (*Fleet, error) {
+	switch {
+	case cfg.Manager == nil:
+		return nil, errors.New("fleet: sandbox manager is required")
+	case cfg.Layout == nil:
+		return nil, errors.New("fleet: folder layout is required")
+	case cfg.Records == nil:
+		return nil, errors.New("fleet: thread records are required")
+	case cfg.BridgeID == "":
+		return nil, errors.New("fleet: bridge id is required")
+	}
+	if _, err := egress.ParseRules(cfg.Egress); err != nil {
+		return nil, fmt.Errorf("fleet: %w", err)
+	}
+	if _, err := egress.ParseRules(cfg.EgressThreadMax); err != nil {
+		return nil, fmt.Errorf("fleet: thread egress cap: %w", err)
+	}
+	cfg = defaults(cfg)
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &Fleet{cfg: cfg, log: log, ctx: ctx, cancel: cancel, boxes: map[string]*Box{}}
+	f.bg.Add(1)
+	go f.reap()
+	f.startPool() // pool.go
+	return f, nil
+}
+
+// defaults fills the lifecycle fields of cfg.
+func defaults(cfg Config) Config {
+	if cfg.IdleTTL <= 0 {
+		cfg.IdleTTL = DefaultIdleTTL
+	}
+	if cfg.MaxLifetime <= 0 {
+		cfg.MaxLifetime = DefaultMaxLifetime
+	}
+	if cfg.ReapInterval <= 0 {
+		cfg.ReapInterval = min(30*time.Second, cfg.IdleTTL/4)
+	}
+	cfg.ReapInterval = max(cfg.ReapInterval, 50*time.Millisecond)
+	if cfg.ThreadTTL <= 0 {
+		cfg.ThreadTTL = DefaultThreadTTL
+	}
+	if cfg.RecycleGrace <= 0 {
+		cfg.RecycleGrace = DefaultRecycleGrace
+	}
+	if cfg.PoolIdle <= 0 {
+		cfg.PoolIdle = DefaultPoolIdle
+	}
+	if cfg.SandboxUID == 0 {
+		cfg.SandboxUID = 1000
+	}
+	if cfg.SandboxGID == 0 {
+		cfg.SandboxGID = 1000
+	}
+	return cfg
+}
+
+// Stop refuses new sandboxes, stops the reaper and the pool's filler and
+// waits for them, and removes the pooled sandboxes no thread took. Boxes
+// keep running. It is idempotent.
+func (f *Fleet) Stop(ctx context.Context) error {
+	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		return nil
+	}
+	f.closed = true
+	f.cancel()
+	f.mu.Unlock()
+	f.bg.Wait()
+	return f.closePool(ctx) // pool.go
+}
+
+// Close waits for the boxes being created (Stop cancelled their
+// creation) and closes every box's proxies; sandboxes, workspace volumes
+// and folders stay for the next start's Reconcile. Call it after Stop,
+// once the members stopped.
+func (f *Fleet) Close() error {
+	f.mu.Lock()
+	boxes := slices.Collect(maps.Values(f.boxes))
+	f.mu.Unlock()
+	var errs []error
+	for _, b := range boxes {
+		<-b.ready // creation stops: f.ctx is cancelled
+		if b.err == nil {
+			if err := b.res.closeProxies(); err != nil {
+				errs = append(errs, fmt.Errorf("box %s: %w", b.id, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// LockThread locks thread id's lifecycle (see Fleet.life) and returns the
+// unlock.
+func (f *Fleet) LockThread(id string) (unlock func()) { return f.life.Lock("thread:" + id) }
+
+// LockBox locks box id's lifecycle (see Fleet.life) and returns the
+// unlock.
+func (f *Fleet) LockBox(id string) (unlock func()) { return f.life.Lock("box:" + id) }
+
+// Members returns the members of the box whose id is id.
+func (f *Fleet) Members(id string) []Member {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var ms []Member
+	for _, b := range f.boxes {
+		if b.id == id {
+			for _, m := range b.members {
+				ms = append(ms, m)
+			}
+		}
+	}
+	return ms
+}
+
+// isMember reports whether thread id is a member of a box.
+func (f *Fleet) isMember(id string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, b := range f.boxes {
+		if _, ok := b.members[id]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// publish publishes env as an event of every member of the box whose id
+// is id. It does not block on clients.
+func (f *Fleet) publish(id string, env wire.Envelope) {
+	for _, m := range f.Members(id) {
+		e := env
+		e.Thread = m.ID()
+		m.Publish(e)
+	}
+}
+
+// every calls fn with the time every interval until the fleet stops.
+func (f *Fleet) every(interval time.Duration, fn func(now time.Time)) {
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-f.ctx.Done():
+			return
+		case now := <-ticker.C:
+			fn(now)
+		}
+	}
+}

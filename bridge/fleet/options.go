@@ -1,0 +1,101 @@
+package fleet
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/boxwire/boxwire/bridge/wire"
+)
+
+// Options validates a thread creation request against the config: scope,
+// assistant, image and runtime allowlists, idle TTL and egress rules (a
+// wire.Error says what it refuses).
+func (f *Fleet) Options(req wire.CreateThread) (Options, error) {
+	o := Options{scope: req.Scope, assistant: req.Assistant, image: req.Image, runtime: req.Runtime, idleTTL: f.cfg.IdleTTL}
+	notAllowed := func(format string, args ...any) (Options, error) {
+		return Options{}, wire.Error{Code: wire.CodeNotAllowed, Message: fmt.Sprintf(format, args...)}
+	}
+	switch o.scope {
+	case "", wire.ScopeThread:
+		o.scope = wire.ScopeThread
+		if o.assistant != "" {
+			return notAllowed("assistant is only for scope %q", wire.ScopeAssistant)
+		}
+	case wire.ScopeAssistant:
+		if !validName(o.assistant) {
+			return notAllowed("scope assistant needs an assistant id of 1-64 letters, digits, '.', '_' or '-'")
+		}
+	default:
+		return notAllowed("unknown scope %q", o.scope)
+	}
+	if o.image == "" {
+		o.image = f.cfg.Image
+	} else if !slices.Contains(f.images(), o.image) {
+		return notAllowed("image %q is not allowed (allowed: %v)", o.image, f.images())
+	}
+	if o.runtime == "" {
+		o.runtime = f.cfg.Runtime
+	} else if !slices.Contains(append([]string{f.cfg.Runtime}, f.cfg.Runtimes...), o.runtime) {
+		return notAllowed("runtime %q is not allowed", o.runtime)
+	}
+	if req.TTL != "" {
+		d, err := time.ParseDuration(req.TTL)
+		if err != nil || d <= 0 {
+			return Options{}, wire.Error{Code: wire.CodeBadMessage, Message: "ttl must be a positive duration like 10m"}
+		}
+		o.idleTTL = min(d, f.cfg.IdleTTL)
+	}
+	rules, err := f.ThreadEgress(req.Egress) // egress.go
+	if err != nil {
+		return Options{}, err
+	}
+	o.egress = rules
+	return o, nil
+}
+
+// WithSuspendedWorkspace returns o taking back the workspace of its
+// assistant's newest suspended thread, if it has one (suspend.go); o
+// itself in thread scope. It blocks for one records read.
+func (f *Fleet) WithSuspendedWorkspace(ctx context.Context, o Options) Options {
+	if o.scope == wire.ScopeAssistant {
+		o.boxID = f.suspendedBox(ctx, o.assistant)
+	}
+	return o
+}
+
+// ResumeOptions are the options of the suspended thread rec's next
+// sandbox: its scope, image, runtime, idle TTL and egress rules, and its
+// box id, so it takes its workspace volume back.
+func (f *Fleet) ResumeOptions(rec ThreadRecord) Options {
+	return Options{scope: rec.Scope, assistant: rec.Assistant, image: rec.Image, runtime: rec.Runtime,
+		idleTTL: cmp.Or(rec.IdleTTL, f.cfg.IdleTTL), egress: rec.Egress, boxID: rec.Box}
+}
+
+// images is the allowlist: the default image and Config.Images.
+func (f *Fleet) images() []string { return append([]string{f.cfg.Image}, f.cfg.Images...) }
+
+// validName reports whether n is a valid box, thread or assistant name:
+// 1-64 letters, digits, '.', '_' or '-'.
+func validName(n string) bool {
+	if n == "" || len(n) > 64 {
+		return false
+	}
+	for _, r := range n {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-'
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// parseIdleTTL reads labelIdleTTL, falling back to def.
+func parseIdleTTL(v string, def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(v); err == nil && d > 0 {
+		return d
+	}
+	return def
+}

@@ -1,0 +1,37 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/boxwire/boxwire/bridge/wire"
+)
+
+// errPoolUnclaimed is why Reconcile removes a pooled sandbox of an earlier
+// run that no thread took: it holds nothing of anyone.
+var errPoolUnclaimed = errors.New("pooled sandbox no thread took")
+
+// adoptPooled prepares b, a pooled sandbox an earlier run left, for
+// adoption: it is adopted only when the store has a thread for its box
+// (the thread took it). b then takes that thread's box key and the
+// thread's own idle TTL, which the sandbox's labels, written before the
+// claim, cannot say. It blocks for one store read.
+func (f *Fleet) adoptPooled(ctx context.Context, b *Box) error {
+	recs, err := f.cfg.Records.List(ctx)
+	if err != nil {
+		return fmt.Errorf("list stored threads: %w", err)
+	}
+	for _, r := range recs {
+		if r.Box != b.id || r.Scope != wire.ScopeThread {
+			continue
+		}
+		b.thread = r.ID
+		b.key = boxKey(wire.ScopeThread, r.ID)
+		if r.IdleTTL > 0 {
+			b.idleTTL = r.IdleTTL
+		}
+		return nil
+	}
+	return errPoolUnclaimed
+}

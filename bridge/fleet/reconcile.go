@@ -1,0 +1,289 @@
+package fleet
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/boxwire/boxwire/bridge/boxdir"
+	"github.com/boxwire/boxwire/bridge/sandbox"
+	"github.com/boxwire/boxwire/bridge/wire"
+)
+
+// Reconcile adopts the live sandboxes this bridge (its BridgeID) left
+// behind: it serves a new LLM proxy in each one's socket folder, greets its
+// agent again and has Config.Adopt take its threads back (thread scope:
+// the one its labels name; and those the records know) or keeps it for its
+// assistant's next threads (assistant scope). It removes what expired,
+// stopped, cannot be reached or has no thread, with their folders; a stored
+// thread left without a sandbox is suspended (suspend.go) and keeps its
+// workspace volume; other volumes and folders of no live sandbox go. Last
+// it replaces sandboxes whose image was updated (imageupdate.go). Call it once, before
+// serving. It blocks until done or ctx ends; it fails only when the engine
+// cannot list sandboxes.
+func (f *Fleet) Reconcile(ctx context.Context) error {
+	list, err := f.cfg.Manager.List(ctx, map[string]string{sandbox.LabelOwner: f.cfg.BridgeID})
+	if err != nil {
+		return fmt.Errorf("reconcile: %w", err)
+	}
+	live := map[string]bool{}
+	now := time.Now()
+	for _, sb := range list {
+		log := f.log.With("sandbox", sb.ID, "box", sb.Labels[sandbox.LabelBox])
+		if f.poolOwns(sb.Labels[sandbox.LabelBox]) { // pool.go: this run's warm pool
+			live[sb.Labels[sandbox.LabelBox]] = true
+			continue
+		}
+		if err := f.adopt(ctx, sb, now); err != nil {
+			log.Info("removing sandbox of an earlier run", "why", err)
+			f.removeOrphan(ctx, sb, log)
+			f.suspendBoxThreads(ctx, sb, err, log)
+			continue
+		}
+		live[sb.Labels[sandbox.LabelBox]] = true
+		log.Info("adopted sandbox", "scope", sb.Labels[sandbox.LabelScope])
+	}
+	kept := f.suspendLeftovers(ctx)
+	err = f.removeStrays(ctx, live, kept)
+	f.checkImages(ctx) // imageupdate.go
+	return err
+}
+
+// adopt takes over one listed sandbox, or says why it will not.
+func (f *Fleet) adopt(ctx context.Context, sb sandbox.Sandbox, now time.Time) (err error) {
+	l := sb.Labels
+	b := &Box{
+		id: l[sandbox.LabelBox], scope: wire.Scope(l[sandbox.LabelScope]), assistant: l[sandbox.LabelAssistant],
+		image: sb.Image, ready: make(chan struct{}), members: map[string]Member{}, lastUsed: now,
+		idleTTL: parseIdleTTL(l[labelIdleTTL], f.cfg.IdleTTL), pooled: l[labelPool] == "1",
+	}
+	close(b.ready)
+	b.created, _ = time.Parse(time.RFC3339, l[sandbox.LabelCreated])
+	expires, perr := time.Parse(time.RFC3339, l[sandbox.LabelExpires])
+	switch {
+	case !validName(b.id):
+		return errors.New("no box label")
+	case perr != nil || !now.Before(expires):
+		return errExpired
+	case !sb.Running:
+		return errors.New("not running")
+	case b.scope == wire.ScopeThread && !validName(l[sandbox.LabelThread]) && !b.pooled,
+		b.scope == wire.ScopeAssistant && !validName(b.assistant):
+		return errors.New("labels name no thread or assistant")
+	}
+	b.expires = expires
+	if th := l[sandbox.LabelThread]; b.scope == wire.ScopeThread && !b.pooled && th != b.id {
+		b.thread = th // a resumed thread in the box of its pooled sandbox (suspend.go)
+	}
+	b.key = boxKey(b.scope, cmp.Or(b.thread, b.id))
+	if b.scope == wire.ScopeAssistant {
+		b.key = boxKey(b.scope, b.assistant)
+	}
+	if b.pooled { // pool_adopt.go: only one a thread took, under that thread's key and TTL
+		if err := f.adoptPooled(ctx, b); err != nil {
+			return err
+		}
+	}
+	if full, err := f.cfg.Manager.Inspect(ctx, sb.ID); err == nil {
+		b.runtime = full.Runtime
+	}
+	// A sandbox of an older bridge, whose one folder it could write, is
+	// not adopted but replaced (its thread is suspended and resumes in a
+	// new sandbox with its workspace): boxdir.Layout.Open says why.
+	dirs, err := f.cfg.Layout.Open(b.id)
+	if err != nil {
+		return fmt.Errorf("sandbox folders: %w", err)
+	}
+	b.res = &resources{dirs: dirs, sandboxID: sb.ID, volume: "boxwire-ws-" + b.id, runtime: b.runtime}
+	log := f.log.With("box", b.id)
+	if b.res.proxy, err = f.serveProxy(dirs, log); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			b.res.proxy.Close()
+		}
+	}()
+	if b.res.egress, err = f.serveEgress(dirs, log); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil && b.res.egress != nil {
+			b.res.egress.Close()
+		}
+	}()
+	f.mu.Lock()
+	if _, dup := f.boxes[b.key]; dup || f.closed {
+		f.mu.Unlock()
+		return errors.New("duplicate sandbox or bridge closing")
+	}
+	f.boxes[b.key] = b
+	f.mu.Unlock()
+	if err = f.adoptThreads(ctx, b); err != nil {
+		f.mu.Lock()
+		delete(f.boxes, b.key)
+		b.gone = true
+		f.mu.Unlock()
+		return err
+	}
+	f.recordImage(ctx, b) // lifecycle.go
+	return nil
+}
+
+// adoptThreads reconnects b's threads: the one its labels name (thread
+// scope) and those the store knows.
+func (f *Fleet) adoptThreads(ctx context.Context, b *Box) error {
+	recs, err := f.cfg.Records.List(ctx)
+	if err != nil {
+		return fmt.Errorf("list stored threads: %w", err)
+	}
+	var ids []ThreadRecord
+	for _, r := range recs {
+		if r.Box == b.id && r.Suspended == nil { // suspended ones wait for their client (suspend.go)
+			ids = append(ids, r)
+		}
+	}
+	f.adoptEgress(b, ids, f.log.With("box", b.id)) // egress.go: the rules its threads asked for
+	if b.scope == wire.ScopeThread && len(ids) == 0 {
+		ids = append(ids, ThreadRecord{ID: cmp.Or(b.thread, b.id), Box: b.id, Scope: b.scope, Image: b.image, Runtime: b.runtime, Created: b.created})
+	}
+	if f.cfg.Adopt == nil {
+		return errors.New("nothing takes threads back (Config.Adopt)")
+	}
+	for _, rec := range ids {
+		if err := f.cfg.Adopt(ctx, b, rec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// removeOrphan removes a sandbox that was not adopted, with its folder,
+// and its volume unless a stored thread owns it (it is then suspended).
+func (f *Fleet) removeOrphan(ctx context.Context, sb sandbox.Sandbox, log *slog.Logger) {
+	res := &resources{sandboxID: sb.ID}
+	if id := sb.Labels[sandbox.LabelBox]; validName(id) {
+		res.volume = "boxwire-ws-" + id
+		res.dirs = f.cfg.Layout.Paths(id)
+		if len(f.recordsOfBox(ctx, id)) > 0 {
+			res.volume = ""
+		}
+	}
+	f.removeResources(ctx, res, log)
+}
+
+// removeStrays removes this bridge's labelled volumes and socket folders
+// that belong to no live sandbox.
+func (f *Fleet) removeStrays(ctx context.Context, live, kept map[string]bool) error {
+	vols, err := f.cfg.Manager.ListVolumes(ctx, map[string]string{sandbox.LabelOwner: f.cfg.BridgeID})
+	if err != nil {
+		return fmt.Errorf("reconcile: %w", err)
+	}
+	var errs []error
+	for _, v := range vols {
+		if id, ok := strings.CutPrefix(v, "boxwire-ws-"); ok && (live[id] || kept[id] || f.poolOwns(id)) {
+			continue
+		}
+		f.log.Info("removing stray volume", "volume", v)
+		errs = append(errs, f.cfg.Manager.RemoveVolume(ctx, v))
+	}
+	ids, err := f.cfg.Layout.IDs()
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, id := range ids {
+		if !live[id] && !f.poolOwns(id) { // pool.go: being started
+			errs = append(errs, f.cfg.Layout.Remove(id))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Collect removes every sandbox and workspace volume labelled with
+// bridgeID and every socket folder under <dataDir>/run (dataDir "": none):
+// the sandbox half of `bridge gc` (server.Collect forgets the threads
+// too). Run it only when no bridge with that id is running. It returns how
+// many sandboxes and volumes it removed.
+func Collect(ctx context.Context, mgr sandbox.Manager, bridgeID, dataDir string) (sandboxes, volumes int, err error) {
+	owner := map[string]string{sandbox.LabelOwner: bridgeID}
+	list, err := mgr.List(ctx, owner)
+	if err != nil {
+		return 0, 0, fmt.Errorf("gc: %w", err)
+	}
+	var errs []error
+	for _, sb := range list {
+		if err := mgr.Remove(ctx, sb.ID); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		sandboxes++
+	}
+	vols, err := mgr.ListVolumes(ctx, owner)
+	if err != nil {
+		return sandboxes, 0, errors.Join(append(errs, fmt.Errorf("gc: %w", err))...)
+	}
+	for _, v := range vols {
+		if err := mgr.RemoveVolume(ctx, v); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		volumes++
+	}
+	if dataDir != "" {
+		if err := boxdir.RemoveAll(dataDir); err != nil {
+			errs = append(errs, fmt.Errorf("gc: %w", err))
+		}
+	}
+	return sandboxes, volumes, errors.Join(errs...)
+}
+
+// errExpired: a sandbox of an earlier run is past its maximum lifetime.
+var errExpired = errors.New("expired")
+
+// suspendBoxThreads marks the threads of a sandbox that was not adopted
+// suspended: why "expired" is the maximum lifetime, anything else a
+// sandbox that died while the bridge was away.
+func (f *Fleet) suspendBoxThreads(ctx context.Context, sb sandbox.Sandbox, why error, log *slog.Logger) {
+	reason := wire.ExitDied
+	if errors.Is(why, errExpired) {
+		reason = wire.ExitLifetime
+	}
+	now := time.Now().UTC().Truncate(time.Second)
+	for _, r := range f.recordsOfBox(ctx, sb.Labels[sandbox.LabelBox]) {
+		if f.isMember(r.ID) || r.Suspended != nil {
+			continue
+		}
+		if err := f.markSuspended(ctx, r.ID, nil, now, reason); err != nil {
+			log.Error("suspend thread", "thread", r.ID, "err", err)
+		}
+	}
+}
+
+// suspendLeftovers marks suspended the stored threads that have no
+// sandbox after adoption (none was left running) and returns the box ids
+// whose workspace volumes the suspended threads keep.
+func (f *Fleet) suspendLeftovers(ctx context.Context) map[string]bool {
+	recs, err := f.cfg.Records.List(ctx)
+	if err != nil {
+		f.log.Error("list stored threads", "err", err)
+	}
+	kept := map[string]bool{}
+	now := time.Now().UTC().Truncate(time.Second)
+	for _, r := range recs {
+		if f.isMember(r.ID) {
+			continue
+		}
+		kept[r.Box] = true
+		if r.Suspended == nil {
+			f.log.Info("thread has no sandbox: suspended", "thread", r.ID, "box", r.Box)
+			if err := f.markSuspended(ctx, r.ID, nil, now, wire.ExitDied); err != nil {
+				f.log.Error("suspend thread", "thread", r.ID, "err", err)
+			}
+		}
+	}
+	return kept
+}
