@@ -199,7 +199,7 @@ func (t *thread) toolCheck(env wire.Envelope) {
 		go func() {
 			defer close(stopped)
 			select {
-			case <-t.stop:
+			case <-t.ctx.Done():
 			case <-dead:
 			case <-ctx.Done():
 			}
@@ -218,7 +218,7 @@ func (t *thread) toolCheck(env wire.Envelope) {
 func (t *thread) sendAgent(env wire.Envelope) {
 	select {
 	case t.toAgent <- env:
-	case <-t.stop:
+	case <-t.ctx.Done():
 	case <-t.deadCh():
 	}
 }

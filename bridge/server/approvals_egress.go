@@ -2,92 +2,15 @@ package server
 
 import (
 	"context"
-	"fmt"
-	"path/filepath"
 	"strconv"
-	"sync"
 
-	"github.com/boxwire/boxwire/bridge/boxdir"
 	"github.com/boxwire/boxwire/bridge/egress"
 	"github.com/boxwire/boxwire/bridge/policy"
-	"github.com/boxwire/boxwire/bridge/sandbox"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
-// caFile is the egress CA certificate's name in each socket folder; the
-// agent points the usual TLS trust variables at it (agent/trust).
-const caFile = "ca.pem"
-
-// caCache loads the egress CA once, from <DataDir>/ca.
-type caCache struct {
-	once sync.Once
-	ca   *egress.CA
-	err  error
-}
-
-// egressCA returns the bridge's egress CA, creating it on first use.
-func (s *Server) egressCA() (*egress.CA, error) {
-	s.ca.once.Do(func() {
-		s.ca.ca, s.ca.err = egress.LoadOrCreateCA(filepath.Join(s.cfg.DataDir, "ca"))
-	})
-	return s.ca.ca, s.ca.err
-}
-
-// placeCA writes the bridge's egress CA certificate into a sandbox's
-// bridge folder, where the agent reads it at start, and returns the CA.
-func (s *Server) placeCA(dirs boxdir.Dirs) (*egress.CA, error) {
-	ca, err := s.egressCA()
-	if err != nil {
-		return nil, err
-	}
-	if err := dirs.WriteFile(caFile, ca.CertPEM(), 0o644); err != nil {
-		return nil, fmt.Errorf("egress ca certificate: %w", err)
-	}
-	return ca, nil
-}
-
-// egressOn says whether sandboxes get an egress proxy: an allowlist, a
-// thread cap (every sandbox then has one, egress_thread.go), or a policy
-// with credentials, host rules or egress_default ask.
-func (s *Server) egressOn() bool {
-	p := s.cfg.Policy
-	return len(s.cfg.Egress) > 0 || len(s.cfg.EgressThreadMax) > 0 || len(p.Credentials()) > 0 || p.EgressDefault() == policy.Ask || p.HasHostRules()
-}
-
-// approvalEnv tells the agent where the CA certificate is, when the proxy
-// may terminate TLS.
-func (s *Server) approvalEnv() []string {
-	if len(s.cfg.Policy.Credentials()) == 0 {
-		return nil
-	}
-	return []string{"BOXWIRE_CA_CERT=" + sandbox.SocketMount + "/" + caFile}
-}
-
-// egressApprovals adds the policy's decisions, credentials and CA to the
-// egress proxy of the sandbox of dirs, and puts the CA certificate in its
-// bridge folder.
-func (s *Server) egressApprovals(cfg *egress.Config, dirs boxdir.Dirs) error {
-	id := dirs.ID()
-	pol := s.cfg.Policy
-	cfg.Check = func(ctx context.Context, req egress.Request) egress.Verdict {
-		return s.egressCheck(ctx, id, req)
-	}
-	if len(pol.Credentials()) == 0 {
-		return nil
-	}
-	ca, err := s.placeCA(dirs)
-	if err != nil {
-		return err
-	}
-	cfg.CA, cfg.UpstreamRoots = ca, s.cfg.EgressRoots
-	cfg.Credentials = func(t egress.Target) (egress.Credential, bool) {
-		c, ok := pol.CredentialFor(t.Host, t.Port)
-		return egress.Credential{Name: c.Name, Header: c.Header, Value: c.Value}, ok
-	}
-	return nil
-}
-
-// egressCheck decides one egress request of sandbox id: a policy host
+// egressCheck decides one egress request of sandbox id (the fleet's
+// Config.Check, after the sandbox's own rules matched): a policy host
 // rule, else the allowlist, else a configured credential's host, else
 // egress_default (deny, or ask). Credential uses follow the credential
 // rules. Asking holds the request until a client of one of the sandbox's
@@ -127,14 +50,10 @@ func (s *Server) egressCheck(ctx context.Context, id string, req egress.Request)
 
 // boxThreads returns the threads of the sandbox whose id is id.
 func (s *Server) boxThreads(id string) []*thread {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	var threads []*thread
-	for _, b := range s.boxes {
-		if b.id == id {
-			for _, t := range b.threads {
-				threads = append(threads, t)
-			}
+	for _, m := range s.fleet.Members(id) {
+		if t, ok := m.(*thread); ok {
+			threads = append(threads, t)
 		}
 	}
 	return threads

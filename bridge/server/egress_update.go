@@ -7,17 +7,15 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
 
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
 // Changing a thread's egress rules after it was created
 // (PATCH /v1/threads/{id}, docs/egress-thread.md "Changing the rules").
-// The rules belong to the sandbox (box.egress), so a change applies to
+// The rules belong to the sandbox (bridge/fleet), so a change applies to
 // every thread of it: in assistant scope to the shared sandbox. The
-// sandbox's egress proxy looks its rules up at every request
-// (egressRulesOf), so it decides with the new ones from the next request
+// sandbox's egress proxy looks its rules up at every request, so it decides with the new ones from the next request
 // on; the records of the sandbox's threads carry them, so a resumed,
 // replaced or adopted sandbox keeps them. Every thread of the sandbox logs
 // an egress_rules event.
@@ -27,7 +25,7 @@ var errNoThread = errors.New("no such thread")
 
 // patchThread answers PATCH /v1/threads/{id}: {"egress": [...]} replaces
 // the thread's sandbox's own egress rules (an empty list removes them),
-// validated as on creation (threadEgress). It answers 200 with the
+// validated as on creation (fleet.ThreadEgress). It answers 200 with the
 // thread's ThreadInfo, 400 for a body or rules it refuses, 404 for an
 // unknown thread. It blocks while the thread is being resumed or its
 // sandbox suspended.
@@ -51,7 +49,7 @@ func (s *Server) patchThread(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusNotFound, wire.CodeNotFound, fmt.Sprintf("thread %q not found", id))
 		return
 	}
-	rules, err := s.threadEgress(wire.CreateThread{Egress: *req.Egress}) // egress_thread.go
+	rules, err := s.fleet.ThreadEgress(*req.Egress)
 	if err != nil {
 		status, env := httpError(err)
 		writeJSONError(w, status, env.Code, env.Message)
@@ -78,7 +76,7 @@ func (s *Server) patchThread(w http.ResponseWriter, r *http.Request) {
 // meanwhile, and the box's, so the records are not rewritten by a
 // suspension at the same time.
 func (s *Server) setEgress(ctx context.Context, id string, rules []string, by string) (wire.ThreadInfo, error) {
-	unlock := s.life.Lock("thread:" + id)
+	unlock := s.fleet.LockThread(id)
 	boxID, prev, ids, err := s.storeEgress(ctx, id, rules)
 	unlock()
 	if err != nil {
@@ -106,51 +104,22 @@ func (s *Server) setEgress(ctx context.Context, id string, rules []string, by st
 }
 
 // storeEgress sets rules on thread id's box, when it has a live one, and
-// in the records of every thread of that box. It returns the box id, the
-// rules it had and the threads it has (live or stored).
+// in the records of every thread of that box (fleet.SetEgress). It returns
+// the box id, the rules it had and the threads it has (live or stored).
 func (s *Server) storeEgress(ctx context.Context, id string, rules []string) (boxID string, prev, ids []string, err error) {
 	rec, stored, err := s.cfg.Store.Get(ctx, id)
 	if err != nil {
 		return "", nil, nil, fmt.Errorf("read thread %s: %w", id, err)
 	}
-	prev = rec.Egress
 	if t := s.lookup(id); t != nil {
-		boxID = t.box.id
+		boxID = t.box.ID()
 	} else if stored {
 		boxID = rec.Box
 	} else {
 		return "", nil, nil, errNoThread
 	}
-	unlockBox := s.life.Lock("box:" + boxID)
-	defer unlockBox()
-	s.mu.Lock()
-	for _, b := range s.boxes {
-		if b.id == boxID && !b.gone {
-			prev, b.egress = b.egress, rules
-			for tid := range b.threads {
-				ids = append(ids, tid)
-			}
-		}
-	}
-	s.mu.Unlock()
-	recs, err := s.cfg.Store.List(ctx)
-	if err != nil {
-		return "", nil, nil, fmt.Errorf("list stored threads: %w", err)
-	}
-	for _, r := range recs {
-		if r.Box != boxID {
-			continue
-		}
-		r.Egress = rules
-		if err := s.cfg.Store.Put(ctx, r); err != nil {
-			return "", nil, nil, fmt.Errorf("store thread %s: %w", r.ID, err)
-		}
-		if !slices.Contains(ids, r.ID) {
-			ids = append(ids, r.ID)
-		}
-	}
-	slices.Sort(ids)
-	return boxID, slices.Clone(prev), ids, nil
+	prev, ids, err = s.fleet.SetEgress(ctx, boxID, rules, rec.Egress)
+	return boxID, prev, ids, err
 }
 
 // logEgressRules publishes env to thread id: to its live thread, or
@@ -162,7 +131,7 @@ func (s *Server) logEgressRules(ctx context.Context, id string, env wire.Envelop
 		t.publish(env)
 		return nil
 	}
-	unlock := s.life.Lock("thread:" + id)
+	unlock := s.fleet.LockThread(id)
 	defer unlock()
 	if t := s.lookup(id); t != nil {
 		t.publish(env)

@@ -9,6 +9,7 @@ import (
 	"net/http/httputil"
 	"time"
 
+	"github.com/boxwire/boxwire/bridge/fleet"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -58,12 +59,12 @@ func (s *Server) serveFiles(w http.ResponseWriter, r *http.Request) {
 	if r.Body != nil {
 		r.Body = http.MaxBytesReader(w, r.Body, limit)
 	}
-	dirs := t.res.dirs
+	dirs := t.box.Dirs()
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			ctx, cancel := context.WithTimeout(ctx, filesDialTimeout)
 			defer cancel()
-			return dirs.DialAgent(ctx, agentSocket)
+			return dirs.DialAgent(ctx, fleet.AgentSocket)
 		},
 		DisableKeepAlives: true,
 	}

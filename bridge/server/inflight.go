@@ -225,7 +225,7 @@ func (t *thread) queueAgain(reqs []wire.Envelope, msg string) {
 		for _, env := range reqs { // the writer tracks them again
 			select {
 			case t.toAgent <- env:
-			case <-t.stop:
+			case <-t.ctx.Done():
 				return
 			}
 		}

@@ -1,13 +1,8 @@
 package server
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"time"
 
-	"github.com/boxwire/boxwire/bridge/sandbox"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -91,57 +86,22 @@ func (t *thread) working() bool {
 	return t.events.work.busy()
 }
 
-// boxBusy reports whether any thread of b is working. The caller holds
-// s.mu.
-func (s *Server) boxBusy(b *box) bool {
-	for _, t := range b.threads {
-		if t.working() {
-			return true
-		}
-	}
-	return false
-}
+// Working reports whether t's agent runs a turn or a tool call
+// (fleet.Member: a busy sandbox counts as used, and is recycled only
+// after its work or a grace).
+func (t *thread) Working() bool { return t.working() }
 
-// setLinked records that thread id's agent link talks to sandbox sb.
-func (s *Server) setLinked(b *box, id, sb string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if b.linked == nil {
-		b.linked = map[string]string{}
-	}
-	b.linked[id] = sb
-}
-
-// replacedLoss handles the end of l's agent connection when the bridge
-// removed the sandbox on purpose (b.planned: maximum lifetime, image
-// update), when another thread already replaced the shared sandbox, or
-// when a shared (assistant) sandbox stopped: it publishes sandbox_exited
-// and replaces the sandbox (replace). It returns false, doing nothing, when
-// agentLost's own handling applies (a thread-scope sandbox that died, or a
-// connection lost while the sandbox runs). It runs on l's readAgent.
+// replacedLoss handles the end of l's agent connection when the fleet
+// knows why (fleet.LossCause: it removed the sandbox on purpose for its
+// maximum lifetime or an image update, another thread already replaced the
+// shared sandbox, or a shared sandbox stopped): it publishes
+// sandbox_exited and replaces the sandbox (replace). It returns false,
+// doing nothing, when agentLost's own handling applies (a thread-scope
+// sandbox that died, or a connection lost while the sandbox runs). It runs
+// on l's readAgent.
 func (t *thread) replacedLoss(l *agentLink) bool {
-	s := t.srv
-	s.mu.Lock()
-	b := t.box
-	if b == nil {
-		s.mu.Unlock()
-		return false
-	}
-	old, cur := b.linked[t.id], b.res.sandbox()
-	planned, last := b.planned, b.lastReplace
-	s.mu.Unlock()
-	var ev wire.SandboxExited
-	switch {
-	case planned != nil && (old == "" || old == cur):
-		ev = *planned
-	case old != "" && old != cur:
-		ev = last
-	case b.scope == wire.ScopeAssistant:
-		var stopped bool
-		if ev, stopped = t.sharedExit(b, old); !stopped {
-			return false
-		}
-	default:
+	ev, known := t.srv.fleet.LossCause(t.ctx, t.box, t.id)
+	if !known {
 		return false
 	}
 	t.publish(wire.MustNew(wire.TypeSandboxExited, t.id, "", ev))
@@ -153,139 +113,4 @@ func (t *thread) replacedLoss(l *agentLink) bool {
 		t.publish(wire.ErrorEnvelope(t.id, "", wire.CodeSandboxUnavailable, "%s; no replacement: %v", ev.Message, err))
 	}
 	return true
-}
-
-// sharedExit polls the engine briefly about old, the shared sandbox t's
-// agent ran in: it reports why it stopped, or why another thread of b
-// already replaced it; stopped is false when it seems to run on.
-func (t *thread) sharedExit(b *box, old string) (ev wire.SandboxExited, stopped bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), inspectWait)
-	defer cancel()
-	for {
-		t.srv.mu.Lock()
-		cur, last := b.res.sandbox(), b.lastReplace
-		t.srv.mu.Unlock()
-		if old != "" && cur != old {
-			return last, true
-		}
-		sb, err := t.mgr.Inspect(ctx, cur)
-		switch {
-		case err == nil && !sb.Running:
-			return exitEvent(sb), true
-		case errors.Is(err, sandbox.ErrNotFound):
-			b.recreateMu.Lock() // another thread's recreate, if one removed it, is over
-			b.recreateMu.Unlock()
-			t.srv.mu.Lock()
-			cur, last = b.res.sandbox(), b.lastReplace
-			t.srv.mu.Unlock()
-			if old != "" && cur != old {
-				return last, true
-			}
-			return wire.SandboxExited{Reason: wire.ExitDied, Message: "sandbox stopped: it was removed"}, true
-		}
-		select {
-		case <-ctx.Done():
-			return wire.SandboxExited{}, false
-		case <-t.stop:
-			return wire.SandboxExited{}, false
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
-// recycle removes b's sandbox on purpose (why: maximum lifetime, image
-// update) so that each of its threads replaces it (replacedLoss); a box
-// without threads gets its new sandbox at once. It blocks for the engine's
-// removal.
-func (s *Server) recycle(ctx context.Context, b *box, why wire.SandboxExited) {
-	s.mu.Lock()
-	if b.gone || b.planned != nil {
-		s.mu.Unlock()
-		return
-	}
-	n := len(b.threads)
-	if n > 0 {
-		b.planned, b.plannedAt = &why, time.Now()
-	}
-	b.dueSince = time.Time{}
-	old := b.res.sandbox()
-	s.mu.Unlock()
-	s.log.Info("recycling sandbox", "box", b.id, "reason", why.Reason, "threads", n, "why", why.Message)
-	if n == 0 {
-		if _, err := s.recreate(ctx, b, old, why); err != nil {
-			s.log.Error("recycle sandbox", "box", b.id, "err", err)
-		}
-		return
-	}
-	// A kill, not a removal: the thread's replacement removes it, and the
-	// engine refuses two removals of one container at once.
-	if err := s.cfg.Manager.Stop(ctx, old, 0); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
-		s.log.Error("stop sandbox to recycle it", "box", b.id, "err", err)
-	}
-}
-
-// recreate makes b run a sandbox newer than old, on the same workspace
-// volume, socket folder and proxies: the first caller for old removes it
-// and creates the next one; later callers (the other threads of a shared
-// sandbox) find it done. It returns the current sandbox id. A recycle for
-// the maximum lifetime starts a new lifetime. It blocks for the engine.
-func (s *Server) recreate(ctx context.Context, b *box, old string, why wire.SandboxExited) (string, error) {
-	b.recreateMu.Lock()
-	defer b.recreateMu.Unlock()
-	if cur := b.res.sandbox(); old != "" && cur != old {
-		return cur, nil
-	}
-	if err := s.removeRetrying(ctx, b.res.sandbox()); err != nil {
-		return "", fmt.Errorf("remove the old sandbox: %w", err)
-	}
-	s.mu.Lock()
-	now := time.Now().UTC().Truncate(time.Second)
-	if why.Reason == wire.ExitLifetime || !now.Before(b.expires) {
-		b.created, b.expires = now, now.Add(s.cfg.MaxLifetime)
-	}
-	b.planned, b.lastReplace, b.dueSince = nil, why, time.Time{}
-	s.mu.Unlock()
-	sb, err := s.cfg.Manager.Create(ctx, s.spec(b))
-	if err != nil {
-		return "", fmt.Errorf("create sandbox: %w", err)
-	}
-	b.res.setSandbox(sb.ID)
-	s.recordImage(ctx, b)
-	s.log.Info("sandbox recreated", "box", b.id, "sandbox", sb.ID, "reason", why.Reason)
-	return sb.ID, nil
-}
-
-// removeRetrying removes sandbox id, trying again for a few seconds while
-// the engine refuses (a removal already in progress, a container still
-// stopping).
-func (s *Server) removeRetrying(ctx context.Context, id string) error {
-	var err error
-	for range 10 {
-		if err = s.cfg.Manager.Remove(ctx, id); err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(300 * time.Millisecond):
-		}
-	}
-	return err
-}
-
-// recordImage notes the image id b's sandbox runs, when the manager can
-// tell (sandbox.ImageResolver).
-func (s *Server) recordImage(ctx context.Context, b *box) {
-	res, ok := s.cfg.Manager.(sandbox.ImageResolver)
-	if !ok {
-		return
-	}
-	id, err := res.SandboxImageID(ctx, b.res.sandbox())
-	if err != nil {
-		s.log.Warn("image id of sandbox", "box", b.id, "err", err)
-		return
-	}
-	s.mu.Lock()
-	b.imageID = id
-	s.mu.Unlock()
 }

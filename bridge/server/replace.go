@@ -9,6 +9,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/boxwire/boxwire/bridge/fleet"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -25,30 +26,16 @@ var historyTypes = map[wire.Type]bool{
 
 // replace starts a new sandbox for a thread whose agent went away: the
 // same workspace volume, socket folder and proxies, a new container (made
-// once for all the threads of a shared sandbox, see recreate), the
+// once for all the threads of a shared sandbox, fleet.Replace), the
 // thread's own conversation handed over as history; then it publishes
 // sandbox_replaced and starts the new agent goroutines. It runs on the old
 // link's readAgent, after that link's writer returned; shutdown stops a
 // replacement under way.
 func (t *thread) replace(why wire.SandboxExited) error {
-	s := t.srv
-	s.mu.Lock()
-	b := t.box
-	var old string
-	if b != nil {
-		old = b.linked[t.id]
-	}
-	s.mu.Unlock()
-	if b == nil {
-		return errors.New("the thread has no sandbox")
-	}
-	ctx, cancel := t.linkContext(agentReadyTimeout + 2*cleanupTimeout)
+	f := t.srv.fleet
+	ctx, cancel := t.linkContext(fleet.ReplaceTimeout)
 	defer cancel()
-	sbID, err := s.recreate(ctx, b, old, why) // lifecycle.go
-	if err != nil {
-		return err
-	}
-	conn, err := s.waitAgent(ctx, t.id, b.res)
+	sbID, conn, err := f.Replace(ctx, t.box, t.id, why)
 	if err != nil {
 		return err
 	}
@@ -61,7 +48,7 @@ func (t *thread) replace(why wire.SandboxExited) error {
 	if err != nil {
 		return err
 	}
-	s.setLinked(b, t.id, sbID)
+	f.Linked(t.box, t.id, sbID)
 	t.log.Info("sandbox replaced", "sandbox", sbID, "reason", why.Reason, "history_events", n)
 	t.publish(wire.MustNew(wire.TypeSandboxReplaced, t.id, "", wire.SandboxReplaced{
 		Reason: why.Reason, SandboxID: sbID, Restored: n,
@@ -74,17 +61,10 @@ func (t *thread) replace(why wire.SandboxExited) error {
 
 // linkContext is the context of work on t's next agent link (replace,
 // reconnect): it ends after timeout, when the server closes or when the
-// thread stops. The caller must call cancel.
+// thread ends. The caller must call cancel.
 func (t *thread) linkContext(timeout time.Duration) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := context.WithTimeout(t.ctx, timeout)
 	stop := context.AfterFunc(t.srv.ctx, cancel)
-	go func() { // ends with ctx
-		select {
-		case <-t.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	return ctx, func() { stop(); cancel() }
 }
 
@@ -104,7 +84,7 @@ const reconnectTimeout = 10 * time.Second
 func (t *thread) reconnect() error {
 	ctx, cancel := t.linkContext(reconnectTimeout)
 	defer cancel()
-	conn, err := t.srv.waitAgent(ctx, t.id, t.res)
+	conn, err := t.srv.fleet.Greet(ctx, t.box, t.id)
 	if err != nil {
 		t.log.Warn("agent of the running sandbox did not answer again", "err", err)
 		return err

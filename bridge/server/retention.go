@@ -41,12 +41,21 @@ func openStore(cfg *Config) (*store.Store, error) {
 // closes; threads with a live thread object are never deleted for age. It
 // is started by New and waited for by Close.
 func (s *Server) prune() {
-	defer s.reaper.Done()
+	defer s.pruner.Done()
 	r := s.cfg.Retention
 	if r.MaxAge <= 0 && r.MaxEvents <= 0 && r.MaxBytes <= 0 {
 		return
 	}
-	s.every(s.cfg.RetentionInterval, s.pruneOnce)
+	ticker := time.NewTicker(s.cfg.RetentionInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case now := <-ticker.C:
+			s.pruneOnce(now)
+		}
+	}
 }
 
 // pruneOnce applies the retention at now. A suspended thread deleted for
@@ -73,7 +82,7 @@ func (s *Server) pruneOnce(now time.Time) {
 	}
 	for _, id := range gone {
 		if box, ok := boxes[id]; ok && box != "" {
-			if err := s.dropVolumeIfUnused(s.ctx, box); err != nil {
+			if err := s.fleet.DropVolumeIfUnused(s.ctx, box); err != nil {
 				s.log.Error("retention: remove the workspace of a deleted thread", "thread", id, "box", box, "err", err)
 			}
 		}

@@ -8,10 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net/http"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,7 +17,7 @@ import (
 
 	"github.com/boxwire/boxwire/bridge/boxdir"
 	"github.com/boxwire/boxwire/bridge/egress"
-	"github.com/boxwire/boxwire/bridge/internal/keyed"
+	"github.com/boxwire/boxwire/bridge/fleet"
 	"github.com/boxwire/boxwire/bridge/llmproxy"
 	"github.com/boxwire/boxwire/bridge/policy"
 	"github.com/boxwire/boxwire/bridge/sandbox"
@@ -51,7 +49,7 @@ type Config struct {
 	// BridgeID is the boxwire.owner label on this bridge's sandboxes;
 	// default the host name.
 	BridgeID string
-	// Logger receives the server's logs; default slog.Default().
+	// Logger receives the server's logs; nil discards them.
 	Logger *slog.Logger
 	// Software names this build in hello, e.g. "boxwire-bridge/0.1.0".
 	Software string
@@ -136,12 +134,13 @@ type Config struct {
 	PoolIdle time.Duration
 }
 
-// Lifecycle defaults.
+// Lifecycle defaults (bridge/fleet).
 const (
-	DefaultIdleTTL      = 30 * time.Minute
-	DefaultMaxLifetime  = 24 * time.Hour
-	DefaultThreadTTL    = 72 * time.Hour
-	DefaultRecycleGrace = 5 * time.Minute
+	DefaultIdleTTL      = fleet.DefaultIdleTTL
+	DefaultMaxLifetime  = fleet.DefaultMaxLifetime
+	DefaultThreadTTL    = fleet.DefaultThreadTTL
+	DefaultRecycleGrace = fleet.DefaultRecycleGrace
+	DefaultPoolIdle     = fleet.DefaultPoolIdle
 )
 
 // LogValue logs the configuration without the token or the key.
@@ -156,43 +155,34 @@ func (c Config) LogValue() slog.Value {
 	)
 }
 
-// Server serves the bridge API and owns every thread it creates. It is safe
-// for concurrent use.
+// Server serves the bridge API and owns every thread it creates; the
+// sandboxes the threads run in belong to its fleet (bridge/fleet). It is
+// safe for concurrent use.
 type Server struct {
 	cfg    Config
 	log    *slog.Logger
 	ctx    context.Context // cancelled by Close: stops thread creation
 	cancel context.CancelFunc
 	connID atomic.Uint64
+	fleet  *fleet.Fleet // the sandboxes; lock order: s.mu before the fleet's
 
 	mu      sync.Mutex
 	closed  bool
 	threads map[string]*thread
-	boxes   map[string]*box // by box key, including boxes being created
 	clients map[*client]struct{}
 	db      *store.Store   // the store file; closed by Close
 	events  eventStore     // db, as the threads use it
 	conns   sync.WaitGroup // connection handlers, so Close can wait for them
-	reaper  sync.WaitGroup // the reaper goroutine, started by New
-	ca      caCache        // the egress CA, loaded on first use (approvals_egress.go)
-	pool    warmPool       // warm pool (pool.go); its filler is started by New
-	// life holds per-key locks: "thread:<id>" keeps two clients from
-	// resuming one suspended thread twice; "box:<id>" keeps a sandbox from
-	// being started under a box id whose old sandbox is still being
-	// removed (suspension, retention), and a thread from joining a
-	// sandbox while its egress rules change or it is suspended
-	// (createThread). Lock order: a thread key before a box key.
-	life keyed.Mutex
+	pruner  sync.WaitGroup // the retention goroutine, started by New
 	// llmClient carries every sandbox's LLM proxy calls upstream, so
 	// they share connections; Close closes its idle ones.
 	llmClient *http.Client
-	// dirs lays out each sandbox's host folders (bridge/boxdir).
-	dirs *boxdir.Layout
 }
 
-// New checks cfg and returns a server. It starts the reaper goroutine,
-// which [Server.Close] stops and waits for; call [Server.Reconcile] before
-// serving [Server.Handler] to adopt the sandboxes of an earlier run.
+// New checks cfg and returns a server. It starts its fleet's reaper (and
+// warm pool) and the store's retention, which [Server.Close] stops and
+// waits for; call [Server.Reconcile] before serving [Server.Handler] to
+// adopt the sandboxes of an earlier run.
 func New(cfg Config) (*Server, error) {
 	switch {
 	case cfg.Token == "":
@@ -227,7 +217,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.BridgeID = host
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Software == "" {
 		cfg.Software = "boxwire-bridge/dev"
@@ -244,17 +234,40 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel,
 		threads: make(map[string]*thread),
-		boxes:   make(map[string]*box),
 		clients: make(map[*client]struct{}),
 		db:      db, events: db,
 		llmClient: cfg.LLM.HTTPClient,
-		dirs:      boxdir.New(boxdir.Config{Root: cfg.DataDir, UID: cfg.SandboxUID, GID: cfg.SandboxGID}),
 	}
-	s.reaper.Add(2)
-	go s.reap()
+	if s.fleet, err = fleet.New(s.fleetConfig()); err != nil {
+		cancel()
+		return nil, errors.Join(fmt.Errorf("server: %w", err), db.Close())
+	}
+	s.pruner.Add(1)
 	go s.prune()
-	s.startPool() // pool.go
 	return s, nil
+}
+
+// fleetConfig is the fleet's part of the server's config, with the
+// server's hooks: egress approvals ask the clients of a sandbox's threads
+// (approvals_egress.go), and Reconcile's adopted threads are made here
+// (reconcile.go).
+func (s *Server) fleetConfig() fleet.Config {
+	c := s.cfg
+	return fleet.Config{
+		Manager: c.Manager, Records: c.Store, Logger: s.log,
+		Layout:   boxdir.New(boxdir.Config{Root: c.DataDir, UID: c.SandboxUID, GID: c.SandboxGID}),
+		BridgeID: c.BridgeID, Token: c.Token, Software: c.Software, Model: c.Model,
+		SandboxUID: c.SandboxUID, SandboxGID: c.SandboxGID, DataDir: c.DataDir,
+		Image: c.Image, Images: c.Images, Runtime: c.Runtime, Runtimes: c.Runtimes,
+		MaxSandboxes: c.MaxSandboxes, IdleTTL: c.IdleTTL, MaxLifetime: c.MaxLifetime,
+		ThreadTTL: c.ThreadTTL, RecycleGrace: c.RecycleGrace, ReapInterval: c.ReapInterval,
+		Pool: c.Pool, PoolIdle: c.PoolIdle,
+		LLM: c.LLM, UsageEvents: c.UsageEvents,
+		Egress: c.Egress, EgressThreadMax: c.EgressThreadMax, Policy: c.Policy, EgressRoots: c.EgressRoots,
+		Posture: c.Posture,
+		Check:   s.egressCheck, // approvals_egress.go
+		Adopt:   s.adoptThread, // reconcile.go
+	}
 }
 
 // Handler returns the HTTP API: GET /v1/ws, the threads API (POST and GET
@@ -293,11 +306,11 @@ func (s *Server) auth(next http.Handler) http.Handler {
 	})
 }
 
-// Close stops the reaper, closes every client and agent connection and
-// every LLM proxy, and waits for connection handlers until ctx ends. It
-// leaves sandboxes, workspace volumes and socket folders for the next start
-// to adopt (see [Server.Reconcile]); [Collect] removes them. It is
-// idempotent.
+// Close stops the fleet's reaper and pool, closes every client and agent
+// connection and every LLM proxy, and waits for connection handlers until
+// ctx ends. It leaves sandboxes, workspace volumes and socket folders for
+// the next start to adopt (see [Server.Reconcile]); [Collect] removes
+// them. It is idempotent.
 func (s *Server) Close(ctx context.Context) error {
 	s.mu.Lock()
 	if s.closed {
@@ -308,13 +321,12 @@ func (s *Server) Close(ctx context.Context) error {
 	s.cancel()
 	threads := s.threads
 	s.threads = map[string]*thread{}
-	boxes := slices.Collect(maps.Values(s.boxes))
 	for c := range s.clients {
 		c.kick(closeGoingAway, "bridge shutting down", nil)
 	}
 	s.mu.Unlock()
-	s.reaper.Wait()
-	if err := s.closePool(ctx); err != nil { // pool.go: removes unclaimed pooled sandboxes
+	s.pruner.Wait()
+	if err := s.fleet.Stop(ctx); err != nil { // removes unclaimed pooled sandboxes
 		s.log.Error("close warm pool", "err", err)
 	}
 
@@ -322,13 +334,8 @@ func (s *Server) Close(ctx context.Context) error {
 	for _, t := range threads {
 		t.shutdown(wire.Envelope{})
 	}
-	for _, b := range boxes {
-		<-b.ready // creation stops: s.ctx is cancelled
-		if b.err == nil {
-			if err := b.res.closeProxies(); err != nil {
-				errs = append(errs, fmt.Errorf("box %s: %w", b.id, err))
-			}
-		}
+	if err := s.fleet.Close(); err != nil { // every box's proxies
+		errs = append(errs, err)
 	}
 	s.llmClient.CloseIdleConnections() // the upstream connections all proxies shared
 	done := make(chan struct{})
@@ -344,24 +351,21 @@ func (s *Server) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// register adds a ready thread to the server and to b, unless the server is
-// closing or b is gone, and records it in the store.
-func (s *Server) register(ctx context.Context, t *thread, b *box, rec ThreadRecord) error {
+// register records a ready thread in the store and adds it to the server
+// and to its box, unless the server is closing or the box is gone.
+func (s *Server) register(ctx context.Context, t *thread, rec ThreadRecord) error {
 	if err := s.cfg.Store.Put(ctx, rec); err != nil {
 		return fmt.Errorf("store thread: %w", err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch {
-	case s.closed:
+	if s.closed {
 		return errClosing
-	case b.gone:
-		return errors.New("the sandbox was removed while the thread was starting")
 	}
-	t.box = b
+	if err := s.fleet.Attach(t.box, t); err != nil {
+		return err
+	}
 	s.threads[t.id] = t
-	b.threads[t.id] = t
-	b.lastUsed = time.Now()
 	return nil
 }
 
@@ -389,3 +393,9 @@ func (s *Server) untilClose(ctx context.Context) (context.Context, context.Cance
 	stop := context.AfterFunc(s.ctx, cancel)
 	return ctx, func() { stop(); cancel() }
 }
+
+// errLimit, errClosing: see errorFor and the threads API.
+var (
+	errLimit   = fleet.ErrLimit
+	errClosing = fleet.ErrClosing
+)

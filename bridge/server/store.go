@@ -2,39 +2,18 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"sort"
 	"sync"
-	"time"
 
+	"github.com/boxwire/boxwire/bridge/fleet"
 	"github.com/boxwire/boxwire/bridge/store"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
 // ThreadRecord is what the bridge keeps about a thread apart from its live
-// connections: enough to find its sandbox again after a restart.
-type ThreadRecord struct {
-	ID        string
-	Box       string // the sandbox's box id (see sandbox.LabelBox)
-	Scope     wire.Scope
-	Assistant string
-	Image     string
-	Runtime   string
-	Created   time.Time
-	// Suspended is when the thread's sandbox was suspended; nil while the
-	// thread has one (suspend.go). SuspendedFor says why.
-	Suspended    *time.Time
-	SuspendedFor wire.ExitReason
-	// IdleTTL is the thread's own idle TTL; adoption applies it to a
-	// sandbox the warm pool started (pool.go). Zero: the sandbox's label.
-	IdleTTL time.Duration
-	// Egress are the thread's sandbox's egress rules beside the bridge's
-	// (egress_thread.go); adoption gives them back to the sandbox.
-	Egress []string
-	// Policy is the thread's own approval policy (CreateThread.Policy);
-	// adoption and resumption give it back (approvals_egress.go).
-	Policy json.RawMessage
-}
+// connections: enough to find its sandbox again after a restart
+// (bridge/fleet reads it too).
+type ThreadRecord = fleet.ThreadRecord
 
 // ThreadStore keeps thread records. The bridge calls it from many
 // goroutines; implementations must be safe for concurrent use. Get reports
@@ -42,12 +21,7 @@ type ThreadRecord struct {
 // bridge's store file (<DataDir>/boxwire.db, bridge/store), so threads —
 // also those of shared (assistant) sandboxes, which container labels do not
 // name — survive a restart; NewMemStore is for tests.
-type ThreadStore interface {
-	Put(ctx context.Context, rec ThreadRecord) error
-	Get(ctx context.Context, id string) (rec ThreadRecord, ok bool, err error)
-	List(ctx context.Context) ([]ThreadRecord, error)
-	Delete(ctx context.Context, id string) error
-}
+type ThreadStore = fleet.Records
 
 // memStore is the in-memory ThreadStore.
 type memStore struct {

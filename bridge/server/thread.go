@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"sync"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/boxwire/boxwire/bridge/fleet"
 	"github.com/boxwire/boxwire/bridge/sandbox"
 	"github.com/boxwire/boxwire/bridge/store"
 	"github.com/boxwire/boxwire/bridge/wire"
@@ -26,29 +28,36 @@ const (
 // thread is one conversation: its agent connection, event log and attached
 // clients. Its agent goroutines (readAgent, writeAgent) are owned by the
 // thread and waited for by shutdown; when a sandbox is replaced
-// (replace.go) readAgent starts the next pair before it returns.
+// (replace.go) readAgent starts the next pair before it returns. It is a
+// member of its box in the fleet (fleet.Member).
 type thread struct {
 	id    string
 	log   *slog.Logger
 	mgr   sandbox.Manager
-	res   *resources
 	srv   *Server
 	store eventStore
 	// agent is the current agent connection; it is written only while no
 	// writeAgent runs (replace.go), and read by writeAgent.
 	agent *websocket.Conn
-	// box is the sandbox the thread runs in, set by Server.register;
-	// created is when the thread was made.
-	box     *box
+	// box is the sandbox the thread runs in (bridge/fleet); created is
+	// when the thread was made.
+	box     *fleet.Box
+	res     sandboxOf // box's current sandbox, as agentlink.go reads it
 	created time.Time
 
-	toAgent  chan wire.Envelope
-	term     *termRelay    // terminal sessions' watchers and input (terminal.go)
-	gate     gate          // approval policy and pending requests (approvals.go)
-	sent     inflight      // requests the agent has not answered yet (inflight.go)
-	stop     chan struct{} // closed by shutdown
+	// ctx ends when the thread ends (shutdown): everything that waits on
+	// the thread selects on ctx.Done(); stop is the same channel, for
+	// terminal.go.
+	ctx      context.Context
+	cancel   context.CancelFunc
+	stop     <-chan struct{}
 	stopOnce sync.Once
 	wg       sync.WaitGroup
+
+	toAgent chan wire.Envelope
+	term    *termRelay // terminal sessions' watchers and input (terminal.go)
+	gate    gate       // approval policy and pending requests (approvals.go)
+	sent    inflight   // requests the agent has not answered yet (inflight.go)
 
 	mu      sync.Mutex
 	link    *agentLink  // the current agent connection's state
@@ -61,12 +70,13 @@ type thread struct {
 
 // newThread starts the agent goroutines for a connected, greeted agent.
 // Its events are numbered after last, the newest seq st holds for id.
-func newThread(s *Server, id string, agent *websocket.Conn, res *resources, last uint64, log *slog.Logger) *thread {
+func newThread(s *Server, id string, agent *websocket.Conn, b *fleet.Box, last uint64, log *slog.Logger) *thread {
+	ctx, cancel := context.WithCancel(context.Background())
 	t := &thread{
-		id: id, log: log, mgr: s.cfg.Manager, res: res, srv: s, store: s.events, agent: agent, created: time.Now().UTC(),
+		id: id, log: log, mgr: s.cfg.Manager, box: b, res: sandboxOf{b}, srv: s, store: s.events, agent: agent, created: time.Now().UTC(),
+		ctx: ctx, cancel: cancel, stop: ctx.Done(),
 		toAgent: make(chan wire.Envelope, agentSendBuffer),
 		term:    newTermRelay(),
-		stop:    make(chan struct{}),
 		link:    newLink(agent),
 		events:  newEventLog(last, s.cfg.MaxStoredOutput),
 		clients: make(map[string]*client),
@@ -143,7 +153,7 @@ func (t *thread) request(c *client, env wire.Envelope) {
 	case t.toAgent <- env:
 	case <-dead:
 		c.enqueue(wire.ErrorEnvelope(t.id, origID, wire.CodeSandboxUnavailable, "sandbox stopped"))
-	case <-t.stop:
+	case <-t.ctx.Done():
 	case <-timer.C:
 		c.enqueue(wire.ErrorEnvelope(t.id, origID, wire.CodeSandboxUnavailable, "agent is not accepting requests"))
 	}
@@ -262,7 +272,39 @@ func (t *thread) shutdown(final wire.Envelope) {
 				c.kick(closeGoingAway, "bridge shutting down", nil)
 			}
 		}
-		close(t.stop)
+		t.cancel()
 		t.wg.Wait()
 	})
 }
+
+// ID is the thread's id (fleet.Member).
+func (t *thread) ID() string { return t.id }
+
+// Attached reports whether a client is attached (fleet.Member).
+func (t *thread) Attached() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.clients) > 0
+}
+
+// Publish adds an event of the sandbox's proxies to the log
+// (fleet.Member).
+func (t *thread) Publish(env wire.Envelope) { t.publish(env) }
+
+// Suspend ends the thread for its suspended sandbox (fleet.Member): it
+// leaves the server, logs ev and closes its clients with it.
+func (t *thread) Suspend(ev wire.SandboxExited) {
+	s := t.srv
+	s.mu.Lock()
+	if s.threads[t.id] == t {
+		delete(s.threads, t.id)
+	}
+	s.mu.Unlock()
+	final := t.logEvent(wire.MustNew(wire.TypeSandboxExited, t.id, "", ev))
+	t.shutdown(final)
+}
+
+// sandboxOf names a box's current sandbox.
+type sandboxOf struct{ b *fleet.Box }
+
+func (r sandboxOf) sandbox() string { return r.b.SandboxID() }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/boxwire/boxwire/bridge/fleet"
 	"github.com/boxwire/boxwire/bridge/sandbox"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
@@ -66,7 +67,7 @@ func (s *Server) postThread(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, status, env.Code, env.Message)
 		return
 	}
-	t.log.Info("thread created", "scope", t.box.scope, "box", t.box.id)
+	t.log.Info("thread created", "scope", t.box.Scope(), "box", t.box.ID())
 	writeJSON(w, http.StatusCreated, s.info(r.Context(), t))
 }
 
@@ -120,25 +121,21 @@ func (s *Server) getThread(w http.ResponseWriter, r *http.Request) {
 // info describes t, asking the engine whether its sandbox runs.
 func (s *Server) info(ctx context.Context, t *thread) wire.ThreadInfo {
 	b := t.box
-	s.mu.Lock()
-	idle := b.lastUsed.Add(b.idleTTL)
-	expires, imageID := b.expires, b.imageID // recycling changes them (lifecycle.go)
-	s.mu.Unlock()
+	st := s.fleet.Status(b) // recycling changes the lifetime and image id
 	t.mu.Lock()
 	n := len(t.clients)
 	t.mu.Unlock()
 	status := wire.SandboxRunning
 	ctx, cancel := context.WithTimeout(ctx, inspectWait)
 	defer cancel()
-	sandboxID := b.res.sandbox()
+	sandboxID := b.SandboxID()
 	if sb, err := s.cfg.Manager.Inspect(ctx, sandboxID); err != nil || !sb.Running {
 		status = wire.SandboxExitedStatus
 	}
 	return wire.ThreadInfo{
-		ID: t.id, Scope: b.scope, Assistant: b.assistant, Image: b.image, Runtime: b.runtime,
-		Status: status, SandboxID: sandboxID, Created: t.created, Expires: expires, ImageID: imageID,
-		IdleExpires: idle.UTC().Truncate(time.Second), Clients: n,
-		Egress: s.boxEgress(b), // egress_thread.go
+		ID: t.id, Scope: b.Scope(), Assistant: b.Assistant(), Image: b.Image(), Runtime: b.Runtime(),
+		Status: status, SandboxID: sandboxID, Created: t.created, Expires: st.Expires, ImageID: st.ImageID,
+		IdleExpires: st.IdleExpires, Clients: n, Egress: st.Egress,
 	}
 }
 
@@ -174,26 +171,16 @@ func (s *Server) deleteThread(w http.ResponseWriter, r *http.Request) {
 // scope), removes the sandbox and everything that goes with it. A thread
 // already removed is not an error.
 func (s *Server) removeThread(ctx context.Context, t *thread, final wire.Envelope) error {
-	b := t.box
 	s.mu.Lock()
 	if s.threads[t.id] == t {
 		delete(s.threads, t.id)
 	}
-	delete(b.threads, t.id)
-	b.lastUsed = time.Now()
-	own := b.scope == wire.ScopeThread && !b.gone
-	if own {
-		b.gone = true
-		if s.boxes[b.key] == b {
-			delete(s.boxes, b.key)
-		}
-	}
+	own := s.fleet.Release(t.box, t.id)
 	s.mu.Unlock()
 	t.shutdown(final)
 	err := s.cfg.Store.Delete(ctx, t.id)
 	if own {
-		err = errors.Join(err, b.res.remove(ctx, s.cfg.Manager))
-		s.wakePool() // pool.go: there may be room for a pooled sandbox again
+		err = errors.Join(err, s.fleet.Remove(ctx, t.box))
 	}
 	return err
 }
@@ -204,25 +191,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// exitEvent describes a stopped sandbox for its clients. Exit code 137
-// without the engine's OOM flag is reported as a likely out-of-memory kill:
-// the engine flags only kills of the container's main process, and a child
-// killed by the OOM killer shows up as exit 137 (SIGKILL).
-func exitEvent(sb sandbox.Sandbox) wire.SandboxExited {
-	code := sb.ExitCode
-	ev := wire.SandboxExited{Reason: wire.ExitDied, ExitCode: &code, OOMKilled: sb.OOMKilled}
-	switch {
-	case sb.OOMKilled:
-		ev.Reason = wire.ExitOOM
-		ev.Message = fmt.Sprintf("sandbox stopped: exit code %d, killed for running out of memory", code)
-	case code == 137:
-		ev.Reason = wire.ExitOOM
-		ev.Message = "sandbox stopped: exit code 137 (killed; likely out of memory)"
-	default:
-		ev.Message = fmt.Sprintf("sandbox stopped: exit code %d", code)
-	}
-	return ev
-}
+// exitEvent describes a stopped sandbox for its clients (fleet.ExitEvent).
+func exitEvent(sb sandbox.Sandbox) wire.SandboxExited { return fleet.ExitEvent(sb) }
 
 // Of a dead sandbox's log the bridge reads the last exitLogRead lines and
 // logs exitLogLines of them: from the start of a Go crash report ("panic:",
