@@ -19,16 +19,18 @@
 // is dropped with close code 1013 (try again later), never waited for.
 //
 // Sandboxes ("boxes") are made per thread, or shared by every thread of an
-// assistant (scope assistant); the threads API (POST, GET /v1/threads, GET
-// and DELETE /v1/threads/{id}) creates, lists and removes threads, within
-// an image and runtime allowlist and MaxSandboxes. A reaper goroutine,
-// started by New and waited for by Close, removes sandboxes past their idle
-// TTL or maximum lifetime and tells their clients (sandbox_exited). A dead
-// container becomes a sandbox_exited event on its threads.
+// assistant (scope assistant), by the server's fleet (bridge/fleet): it
+// creates, pools, suspends, recycles, reaps and adopts them, and a thread is
+// a fleet.Member of its box. The threads API (POST, GET /v1/threads, GET,
+// PATCH and DELETE /v1/threads/{id}) creates, lists, changes and removes
+// threads, within an image and runtime allowlist and MaxSandboxes. A dead
+// container becomes a sandbox_exited event on its threads; events pass the
+// stages in events.go (resume and dedupe, redaction, log append, fan-out).
 //
 // [Server.Close] closes connections and proxies but leaves sandboxes,
 // volumes and socket folders; [Server.Reconcile] adopts them at the next
 // start (by label, see sandbox.LabelOwner and friends); [Collect] removes
 // everything of a bridge id (bridge gc). Thread records go through a
 // [ThreadStore] so a persistent store can replace the in-memory one.
+// docs/architecture.md is the map.
 package server
