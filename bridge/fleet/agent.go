@@ -130,7 +130,7 @@ func (f *Fleet) greetAgent(ctx context.Context, dirs boxdir.Dirs, id string, pol
 // token) and waits (at most helloTimeout) for claimed, before anything
 // else uses conn.
 func (f *Fleet) sendClaim(conn *websocket.Conn, boxID, threadID string) error {
-	claim := wire.MustNew(wire.TypeClaim, threadID, "claim", wire.Claim{LLMToken: f.sandboxToken(boxID)})
+	claim := wire.MustNew(wire.TypeClaim, threadID, "claim", wire.Claim{LLMToken: f.px.sandboxToken(boxID)})
 	if err := writeEnvelope(conn, claim); err != nil {
 		return fmt.Errorf("send claim: %w", err)
 	}

@@ -149,7 +149,7 @@ func newBoxID(prefix string) (string, error) {
 // start is over; on failure nothing is left to undo.
 func (f *Fleet) Acquire(ctx context.Context, o Options, threadID string) (*Box, *websocket.Conn, error) {
 	if o.boxID == "" {
-		if b, conn := f.claimPooled(ctx, o, threadID); b != nil { // pool.go
+		if b, conn := f.pool.claimPooled(ctx, o, threadID); b != nil { // pool.go
 			return b, conn, nil
 		}
 	}
@@ -191,7 +191,7 @@ func (f *Fleet) acquireBox(ctx context.Context, o Options, threadID string) (*Bo
 		f.mu.Unlock()
 		return nil, fmt.Errorf("%w: this bridge runs at most %d sandboxes", ErrLimit, max)
 	}
-	room := f.poolRoomLocked() // pool_limit.go: pooled sandboxes count toward MaxSandboxes
+	room := f.pool.poolRoomLocked() // pool_limit.go: pooled sandboxes count toward MaxSandboxes
 	b := &Box{key: key, scope: o.scope, assistant: o.assistant, image: o.image, runtime: o.runtime,
 		idleTTL: o.idleTTL, ready: make(chan struct{}), members: map[string]Member{}, egress: o.egress, joining: 1}
 	b.created = time.Now().UTC().Truncate(time.Second)
@@ -305,7 +305,7 @@ func (f *Fleet) Release(b *Box, id string) (owned bool) {
 // proxies and folders. It blocks for the engine.
 func (f *Fleet) Remove(ctx context.Context, b *Box) error {
 	err := b.res.remove(ctx, f.cfg.Manager)
-	f.wakePool() // pool.go: there may be room for a pooled sandbox again
+	f.pool.wakePool() // pool.go: there may be room for a pooled sandbox again
 	return err
 }
 
@@ -326,10 +326,10 @@ func (f *Fleet) startBox(ctx context.Context, b *Box) (err error) {
 	if b.res.dirs, err = f.cfg.Layout.Make(b.id); err != nil {
 		return err
 	}
-	if b.res.proxy, err = f.serveProxy(b.res.dirs, log); err != nil { // proxy.go
+	if b.res.proxy, err = f.px.serveProxy(b.res.dirs, log); err != nil { // proxy.go
 		return err
 	}
-	if b.res.egress, err = f.serveEgress(b.res.dirs, log); err != nil { // egress.go
+	if b.res.egress, err = f.px.serveEgress(b.res.dirs, log); err != nil { // egress.go
 		return err
 	}
 	spec := f.spec(b)
@@ -374,7 +374,7 @@ func (f *Fleet) spec(b *Box) sandbox.Spec {
 		"BOXWIRE_LLM_SOCKET=" + sandbox.SocketMount + "/" + llmSocket,
 		"OPENAI_BASE_URL=http://boxwire-llm/v1",
 	}
-	env = append(env, f.securityEnv()...) // egress.go
+	env = append(env, f.px.securityEnv()...) // egress.go
 	if f.cfg.Model != "" {
 		env = append(env, "BOXWIRE_MODEL="+f.cfg.Model)
 	}
@@ -399,7 +399,7 @@ func (f *Fleet) removeResources(ctx context.Context, res *resources, log *slog.L
 	if err := res.remove(cctx, f.cfg.Manager); err != nil {
 		log.Error("remove sandbox resources", "err", err)
 	}
-	f.wakePool() // pool.go: there may be room for a pooled sandbox again
+	f.pool.wakePool() // pool.go: there may be room for a pooled sandbox again
 }
 
 // forgetBox takes b out of the fleet's boxes and marks it gone.

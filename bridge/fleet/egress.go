@@ -4,15 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 
-	"github.com/boxwire/boxwire/bridge/boxdir"
 	"github.com/boxwire/boxwire/bridge/egress"
-	"github.com/boxwire/boxwire/bridge/policy"
-	"github.com/boxwire/boxwire/bridge/sandbox"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -112,27 +107,6 @@ func (f *Fleet) egressRulesOf(id string) egress.Rules {
 	return rules
 }
 
-// withThreadRules wraps the egress decision of sandbox id so that its
-// thread rules allow a target as the bridge's allowlist does (the policy's
-// host rules still come first, see Config.Check); a refusal nothing decided
-// says when the sandbox has no rules at all.
-func (f *Fleet) withThreadRules(id string, check func(context.Context, egress.Request) egress.Verdict) func(context.Context, egress.Request) egress.Verdict {
-	return func(ctx context.Context, req egress.Request) egress.Verdict {
-		var own egress.Rules
-		if req.Kind == egress.KindEgress {
-			own = f.egressRulesOf(id)
-			if r, ok := own.Match(req.Target); ok && req.AllowedBy == "" {
-				req.AllowedBy = r.Text
-			}
-		}
-		v := check(ctx, req)
-		if !v.Allowed && v.Rule == "" && req.Kind == egress.KindEgress && len(own) == 0 && len(f.cfg.Egress) == 0 {
-			v.Reason += " (this sandbox has no egress rules; a thread asks for them when it is created or with PATCH /v1/threads/{id})"
-		}
-		return v
-	}
-}
-
 // adoptEgress gives an adopted sandbox the thread rules its stored
 // threads name, dropping any the bridge's thread cap no longer covers, and
 // sets them in recs, so the records registered again say what holds now.
@@ -201,127 +175,4 @@ func (f *Fleet) SetEgress(ctx context.Context, boxID string, rules, prev []strin
 	}
 	slices.Sort(ids)
 	return slices.Clone(prev), ids, nil
-}
-
-// caCache loads the egress CA once, from <DataDir>/ca.
-type caCache struct {
-	once sync.Once
-	ca   *egress.CA
-	err  error
-}
-
-// egressCA returns the bridge's egress CA, creating it on first use.
-func (f *Fleet) egressCA() (*egress.CA, error) {
-	f.ca.once.Do(func() {
-		f.ca.ca, f.ca.err = egress.LoadOrCreateCA(filepath.Join(f.cfg.DataDir, "ca"))
-	})
-	return f.ca.ca, f.ca.err
-}
-
-// placeCA writes the bridge's egress CA certificate into a sandbox's
-// bridge folder, where the agent reads it at start, and returns the CA.
-func (f *Fleet) placeCA(dirs boxdir.Dirs) (*egress.CA, error) {
-	ca, err := f.egressCA()
-	if err != nil {
-		return nil, err
-	}
-	if err := dirs.WriteFile(caFile, ca.CertPEM(), 0o644); err != nil {
-		return nil, fmt.Errorf("egress ca certificate: %w", err)
-	}
-	return ca, nil
-}
-
-// egressOn says whether sandboxes get an egress proxy: an allowlist, a
-// thread cap (every sandbox then has one), or a policy with credentials,
-// host rules or egress_default ask.
-func (f *Fleet) egressOn() bool {
-	p := f.cfg.Policy
-	return len(f.cfg.Egress) > 0 || len(f.cfg.EgressThreadMax) > 0 || len(p.Credentials()) > 0 || p.EgressDefault() == policy.Ask || p.HasHostRules()
-}
-
-// approvalEnv tells the agent where the CA certificate is, when the proxy
-// may terminate TLS.
-func (f *Fleet) approvalEnv() []string {
-	if len(f.cfg.Policy.Credentials()) == 0 {
-		return nil
-	}
-	return []string{"BOXWIRE_CA_CERT=" + sandbox.SocketMount + "/" + caFile}
-}
-
-// securityEnv is the sandbox environment for the proxies: the egress
-// socket when egress is configured, and the CA. It holds no secret: the
-// LLM token is handed to the agent in its claim.
-func (f *Fleet) securityEnv() []string {
-	var env []string
-	if f.egressOn() {
-		env = append(env, "BOXWIRE_EGRESS_SOCKET="+sandbox.SocketMount+"/"+egressSocket)
-	}
-	return append(env, f.approvalEnv()...)
-}
-
-// egressApprovals adds Config.Check, the policy's credentials and the CA
-// to the egress proxy of the sandbox of dirs, and puts the CA certificate
-// in its bridge folder.
-func (f *Fleet) egressApprovals(cfg *egress.Config, dirs boxdir.Dirs) error {
-	id := dirs.ID()
-	pol := f.cfg.Policy
-	check := f.cfg.Check
-	if check == nil {
-		check = allowlisted
-	}
-	cfg.Check = func(ctx context.Context, req egress.Request) egress.Verdict {
-		return check(ctx, id, req)
-	}
-	if len(pol.Credentials()) == 0 {
-		return nil
-	}
-	ca, err := f.placeCA(dirs)
-	if err != nil {
-		return err
-	}
-	cfg.CA, cfg.UpstreamRoots = ca, f.cfg.EgressRoots
-	cfg.Credentials = func(t egress.Target) (egress.Credential, bool) {
-		c, ok := pol.CredentialFor(t.Host, t.Port)
-		return egress.Credential{Name: c.Name, Header: c.Header, Value: c.Value}, ok
-	}
-	return nil
-}
-
-// serveEgress serves the egress proxy in dirs when egress is configured;
-// it returns nil, nil when it is not. The proxy decides with the bridge's
-// allowlist and policy and the sandbox's own thread rules, looked up at
-// each request.
-func (f *Fleet) serveEgress(dirs boxdir.Dirs, log *slog.Logger) (*egress.Listener, error) {
-	if !f.egressOn() {
-		return nil, nil
-	}
-	rules, err := egress.ParseRules(f.cfg.Egress)
-	if err != nil {
-		return nil, err
-	}
-	id := dirs.ID()
-	ecfg := egress.Config{Rules: rules, Logger: log.With("component", "egress"),
-		OnDecision: func(d egress.Decision) {
-			f.publish(id, wire.MustNew(wire.TypeEgress, "", "", wire.EgressDecision{
-				Method: d.Method, Host: d.Host, Port: d.Port, Allowed: d.Allowed, Rule: d.Rule, Reason: d.Reason,
-			}))
-		}}
-	if err := f.egressApprovals(&ecfg, dirs); err != nil {
-		return nil, err
-	}
-	ecfg.Check = f.withThreadRules(id, ecfg.Check)
-	ln, err := dirs.Listen(egressSocket)
-	if err != nil {
-		return nil, err
-	}
-	return egress.New(ecfg).Serve(ln), nil
-}
-
-// allowlisted is the egress decision without Config.Check: what a rule
-// allows (the bridge's allowlist or the box's own) passes.
-func allowlisted(_ context.Context, _ string, req egress.Request) egress.Verdict {
-	if req.AllowedBy != "" {
-		return egress.Verdict{Allowed: true, Rule: req.AllowedBy}
-	}
-	return egress.Verdict{Reason: fmt.Sprintf("no egress rule allows %s:%d", req.Target.Host, req.Target.Port)}
 }

@@ -144,7 +144,11 @@ type Fleet struct {
 	// sandbox while its egress rules change or it is suspended. Lock
 	// order: a thread key before a box key.
 	life keyed.Mutex
-	ca   caCache // the egress CA, loaded on first use (egress.go)
+	px   proxies // each box's LLM and egress proxies (proxy.go)
+	// reaper and rec are the reaper (reaper.go) and Reconcile's adoption
+	// (reconcile.go), working on these boxes.
+	reaper reaper
+	rec    reconciler
 }
 
 // New checks cfg and returns a fleet with its reaper (and pool filler)
@@ -173,9 +177,10 @@ func New(cfg Config) (*Fleet, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &Fleet{cfg: cfg, log: log, ctx: ctx, cancel: cancel, boxes: map[string]*Box{}}
+	f.px.f, f.reaper.f, f.rec.f = f, f, f
 	f.bg.Add(1)
-	go f.reap()
-	f.startPool() // pool.go
+	go f.reaper.reap()
+	f.pool.startPool(f) // pool.go
 	return f, nil
 }
 
@@ -222,7 +227,7 @@ func (f *Fleet) Stop(ctx context.Context) error {
 	f.cancel()
 	f.mu.Unlock()
 	f.bg.Wait()
-	return f.closePool(ctx) // pool.go
+	return f.pool.closePool(ctx) // pool.go
 }
 
 // Close waits for the boxes being created (Stop cancelled their

@@ -15,14 +15,14 @@ import (
 // image_update), busy ones on a later check once their work ended. Boxes
 // whose image id is unknown are left alone. It runs on the reaper's tick
 // and at the end of Reconcile, and blocks for the engine.
-func (f *Fleet) checkImages(ctx context.Context) {
-	res, ok := f.cfg.Manager.(sandbox.ImageResolver)
+func (rp *reaper) checkImages(ctx context.Context) {
+	res, ok := rp.f.cfg.Manager.(sandbox.ImageResolver)
 	if !ok {
 		return
 	}
 	var boxes []*Box
-	f.mu.Lock()
-	for _, b := range f.boxes {
+	rp.f.mu.Lock()
+	for _, b := range rp.f.boxes {
 		select {
 		case <-b.ready:
 		default:
@@ -32,24 +32,24 @@ func (f *Fleet) checkImages(ctx context.Context) {
 			boxes = append(boxes, b)
 		}
 	}
-	f.mu.Unlock()
+	rp.f.mu.Unlock()
 	now := map[string]string{} // image reference → its id, asked once per check
 	for _, b := range boxes {
 		want, asked := now[b.image]
 		if !asked {
 			id, err := res.ImageID(ctx, b.image)
 			if err != nil {
-				f.log.Warn("resolve image", "image", b.image, "err", err)
+				rp.f.log.Warn("resolve image", "image", b.image, "err", err)
 			}
 			now[b.image], want = id, id
 		}
-		f.mu.Lock()
-		cur, busy := b.imageID, f.boxBusy(b)
-		f.mu.Unlock()
+		rp.f.mu.Lock()
+		cur, busy := b.imageID, rp.f.boxBusy(b)
+		rp.f.mu.Unlock()
 		if want == "" || want == cur || busy {
 			continue
 		}
-		f.recycle(ctx, b, wire.SandboxExited{Reason: wire.ExitImageUpdate,
+		rp.f.recycle(ctx, b, wire.SandboxExited{Reason: wire.ExitImageUpdate,
 			Message: fmt.Sprintf("image %s updated from %s to %s", b.image, shortID(cur), shortID(want))})
 	}
 }

@@ -25,9 +25,10 @@ const poolRetry = 2 * time.Second
 
 // warmPool keeps started, greeted sandboxes for new thread-scope threads,
 // per image and runtime. Its filler goroutine is started by New and
-// stopped and waited for by Close (closePool). Fields under the line are
-// guarded by Fleet.mu.
+// stopped and waited for by Stop (closePool). It works on its fleet's
+// boxes; the fields under the line are guarded by Fleet.mu.
 type warmPool struct {
+	f    *Fleet
 	wake chan struct{} // one pending wake-up for the filler
 	wg   sync.WaitGroup
 
@@ -41,51 +42,51 @@ func poolKey(image, runtime string) string { return image + "\x00" + runtime }
 
 // startPool starts the filler when Config.Pool is set; the default image
 // is wanted from the start.
-func (f *Fleet) startPool() {
-	p := &f.pool
+func (p *warmPool) startPool(f *Fleet) {
+	p.f = f
 	p.wake = make(chan struct{}, 1)
 	p.ready, p.own, p.demand = map[string][]*Box{}, map[string]bool{}, map[string]time.Time{}
-	if f.cfg.Pool <= 0 {
+	if p.f.cfg.Pool <= 0 {
 		return
 	}
-	p.demand[poolKey(f.cfg.Image, f.cfg.Runtime)] = time.Now()
+	p.demand[poolKey(p.f.cfg.Image, p.f.cfg.Runtime)] = time.Now()
 	p.wg.Add(1)
-	go f.runPool()
+	go p.runPool()
 }
 
 // wakePool asks the filler to look at the pool again. It does not block.
-func (f *Fleet) wakePool() {
+func (p *warmPool) wakePool() {
 	select {
-	case f.pool.wake <- struct{}{}:
+	case p.wake <- struct{}{}:
 	default:
 	}
 }
 
 // runPool fills and trims the pool until the server closes.
-func (f *Fleet) runPool() {
-	defer f.pool.wg.Done()
-	tick := time.NewTicker(f.cfg.ReapInterval)
+func (p *warmPool) runPool() {
+	defer p.wg.Done()
+	tick := time.NewTicker(p.f.cfg.ReapInterval)
 	defer tick.Stop()
 	var retry <-chan time.Time
 	for {
-		f.trimPool(time.Now())
-		for f.ctx.Err() == nil {
-			key, ok := f.poolWant()
+		p.trimPool(time.Now())
+		for p.f.ctx.Err() == nil {
+			key, ok := p.poolWant()
 			if !ok {
 				break
 			}
-			if err := f.fillPool(key); err != nil {
-				if f.ctx.Err() == nil && !errors.Is(err, errPoolEvicted) && !errors.Is(err, errPoolNoRoom) {
-					f.log.Warn("warm pool: start a sandbox", "err", err)
+			if err := p.fillPool(key); err != nil {
+				if p.f.ctx.Err() == nil && !errors.Is(err, errPoolEvicted) && !errors.Is(err, errPoolNoRoom) {
+					p.f.log.Warn("warm pool: start a sandbox", "err", err)
 				}
 				retry = time.After(poolRetry)
 				break
 			}
 		}
 		select {
-		case <-f.ctx.Done():
+		case <-p.f.ctx.Done():
 			return
-		case <-f.pool.wake:
+		case <-p.wake:
 		case <-tick.C:
 		case <-retry:
 			retry = nil
@@ -95,14 +96,14 @@ func (f *Fleet) runPool() {
 
 // poolWant names a pool that is short of Config.Pool ready sandboxes and
 // may grow under MaxSandboxes (counting live and pooled sandboxes).
-func (f *Fleet) poolWant() (string, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if max := f.cfg.MaxSandboxes; max > 0 && len(f.boxes)+len(f.pool.own) >= max {
+func (p *warmPool) poolWant() (string, bool) {
+	p.f.mu.Lock()
+	defer p.f.mu.Unlock()
+	if max := p.f.cfg.MaxSandboxes; max > 0 && len(p.f.boxes)+len(p.own) >= max {
 		return "", false
 	}
-	for key := range f.pool.demand {
-		if len(f.pool.ready[key]) < f.cfg.Pool {
+	for key := range p.demand {
+		if len(p.ready[key]) < p.f.cfg.Pool {
 			return key, true
 		}
 	}
@@ -112,37 +113,37 @@ func (f *Fleet) poolWant() (string, bool) {
 // trimPool removes the ready sandboxes of pools nobody wanted for
 // PoolIdle (and stops refilling them until a thread asks again), and
 // those past half their maximum lifetime, so a thread gets most of it.
-func (f *Fleet) trimPool(now time.Time) {
+func (p *warmPool) trimPool(now time.Time) {
 	var drop []*Box
-	f.mu.Lock()
-	for key, last := range f.pool.demand {
-		idle := now.Sub(last) >= f.cfg.PoolIdle
+	p.f.mu.Lock()
+	for key, last := range p.demand {
+		idle := now.Sub(last) >= p.f.cfg.PoolIdle
 		if idle {
-			delete(f.pool.demand, key)
+			delete(p.demand, key)
 		}
-		kept := f.pool.ready[key][:0]
-		for _, b := range f.pool.ready[key] {
-			if idle || !now.Before(b.created.Add(f.cfg.MaxLifetime/2)) {
+		kept := p.ready[key][:0]
+		for _, b := range p.ready[key] {
+			if idle || !now.Before(b.created.Add(p.f.cfg.MaxLifetime/2)) {
 				drop = append(drop, b)
 				continue
 			}
 			kept = append(kept, b)
 		}
-		f.pool.ready[key] = kept
+		p.ready[key] = kept
 	}
-	drop = append(drop, f.poolOverLimitLocked()...) // pool_limit.go
-	f.mu.Unlock()
-	f.removePooled(drop, "warm pool idle or sandbox too old")
+	drop = append(drop, p.poolOverLimitLocked()...) // pool_limit.go
+	p.f.mu.Unlock()
+	p.removePooled(drop, "warm pool idle or sandbox too old")
 }
 
 // removePooled removes sandboxes taken out of the pool's ready lists.
-func (f *Fleet) removePooled(boxes []*Box, why string) {
+func (p *warmPool) removePooled(boxes []*Box, why string) {
 	for _, b := range boxes {
-		f.log.Info("warm pool: removing sandbox", "box", b.id, "why", why)
-		f.removeResources(context.Background(), b.res, f.log.With("box", b.id))
-		f.mu.Lock()
-		delete(f.pool.own, b.id)
-		f.mu.Unlock()
+		p.f.log.Info("warm pool: removing sandbox", "box", b.id, "why", why)
+		p.f.removeResources(context.Background(), b.res, p.f.log.With("box", b.id))
+		p.f.mu.Lock()
+		delete(p.own, b.id)
+		p.f.mu.Unlock()
 	}
 }
 
@@ -150,8 +151,8 @@ func (f *Fleet) removePooled(boxes []*Box, why string) {
 // hello (posture checked), closes that connection and adds the sandbox to
 // the ready list. The sandbox has no LLM token, no proxies and no thread.
 // poolRoomLocked may cancel the start (pool_limit.go); the sandbox is then
-// removed before f.pool.fill's done is closed.
-func (f *Fleet) fillPool(key string) (err error) {
+// removed before p.fill's done is closed.
+func (p *warmPool) fillPool(key string) (err error) {
 	image, runtime, _ := strings.Cut(key, "\x00")
 	id, err := newBoxID("p_")
 	if err != nil {
@@ -159,71 +160,71 @@ func (f *Fleet) fillPool(key string) (err error) {
 	}
 	now := time.Now().UTC().Truncate(time.Second)
 	b := &Box{id: id, scope: wire.ScopeThread, image: image, runtime: runtime, created: now,
-		expires: now.Add(f.cfg.MaxLifetime), idleTTL: f.cfg.IdleTTL, pooled: true,
+		expires: now.Add(p.f.cfg.MaxLifetime), idleTTL: p.f.cfg.IdleTTL, pooled: true,
 		ready: make(chan struct{}), members: map[string]Member{}, res: &resources{runtime: runtime}}
 	close(b.ready)
-	ctx, fill, err := f.beginFill(id) // pool_limit.go
+	ctx, fill, err := p.beginFill(id) // pool_limit.go
 	if err != nil {
 		return err
 	}
-	defer f.endFill(fill) // after the removal below
-	log := f.log.With("box", id)
+	defer p.endFill(fill) // after the removal below
+	log := p.f.log.With("box", id)
 	defer func() {
 		if err != nil {
-			f.removeResources(f.ctx, b.res, log)
-			f.mu.Lock()
-			delete(f.pool.own, id)
+			p.f.removeResources(p.f.ctx, b.res, log)
+			p.f.mu.Lock()
+			delete(p.own, id)
 			if fill.evicted {
 				err = errPoolEvicted
 			}
-			f.mu.Unlock()
+			p.f.mu.Unlock()
 		}
 	}()
 	start := time.Now()
-	if err := f.poolEngineRoom(ctx); err != nil { // pool_limit.go
+	if err := p.poolEngineRoom(ctx); err != nil { // pool_limit.go
 		return err
 	}
-	if b.res.dirs, err = f.cfg.Layout.Make(id); err != nil {
+	if b.res.dirs, err = p.f.cfg.Layout.Make(id); err != nil {
 		return err
 	}
-	if err := f.poolCA(b.res.dirs); err != nil {
+	if err := p.poolCA(b.res.dirs); err != nil {
 		return err
 	}
-	spec := f.spec(b)
+	spec := p.f.spec(b)
 	b.res.volume = spec.WorkspaceVolume
-	sb, err := f.cfg.Manager.Create(ctx, spec)
+	sb, err := p.f.cfg.Manager.Create(ctx, spec)
 	if err != nil {
 		return fmt.Errorf("create sandbox: %w", err)
 	}
 	b.res.sandboxID = sb.ID
-	conn, err := f.waitAgent(ctx, id, b.res, false) // no token until a thread takes it
+	conn, err := p.f.waitAgent(ctx, id, b.res, false) // no token until a thread takes it
 	if err != nil {
 		return err
 	}
 	_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, "pooled"), time.Now().Add(writeWait))
 	conn.Close()
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.closed {
+	p.f.mu.Lock()
+	defer p.f.mu.Unlock()
+	if p.f.closed {
 		return ErrClosing
 	}
 	if fill.evicted {
 		return errPoolEvicted
 	}
-	f.pool.ready[key] = append(f.pool.ready[key], b)
-	f.pool.fill = nil // ready: evicted from the ready list from now on
-	log.Info("warm pool: sandbox ready", "sandbox", sb.ID, "image", image, "ready", len(f.pool.ready[key]), "took", time.Since(start))
+	p.ready[key] = append(p.ready[key], b)
+	p.fill = nil // ready: evicted from the ready list from now on
+	log.Info("warm pool: sandbox ready", "sandbox", sb.ID, "image", image, "ready", len(p.ready[key]), "took", time.Since(start))
 	return nil
 }
 
 // poolCA puts the egress CA certificate in a pooled sandbox's folder when
 // the agent is told to trust it (it reads the file at start). The
 // certificate is public; the egress proxy itself is served at claim.
-func (f *Fleet) poolCA(dirs boxdir.Dirs) error {
-	if len(f.approvalEnv()) == 0 {
+func (p *warmPool) poolCA(dirs boxdir.Dirs) error {
+	if len(p.f.px.approvalEnv()) == 0 {
 		return nil
 	}
-	_, err := f.placeCA(dirs) // egress.go
+	_, err := p.f.px.placeCA(dirs) // egress.go
 	return err
 }
 
@@ -241,19 +242,19 @@ func poolLabels(b *Box, l map[string]string) {
 // none (the caller creates one; the pool is asked to fill for o either
 // way). A pooled sandbox that fails to bind is removed and the next one
 // tried. It blocks for the claim's round trips, bounded by helloTimeout.
-func (f *Fleet) claimPooled(ctx context.Context, o Options, threadID string) (*Box, *websocket.Conn) {
-	log := f.log.With("thread", threadID)
-	if f.cfg.Pool <= 0 || o.scope != wire.ScopeThread {
+func (p *warmPool) claimPooled(ctx context.Context, o Options, threadID string) (*Box, *websocket.Conn) {
+	log := p.f.log.With("thread", threadID)
+	if p.f.cfg.Pool <= 0 || o.scope != wire.ScopeThread {
 		return nil, nil
 	}
 	for ctx.Err() == nil {
 		start := time.Now()
-		b := f.takePooled(poolKey(o.image, o.runtime), threadID, o.idleTTL)
+		b := p.takePooled(poolKey(o.image, o.runtime), threadID, o.idleTTL)
 		if b == nil {
 			return nil, nil
 		}
-		f.setBoxEgress(b, o.egress) // egress.go: the thread's rules, before its proxy serves
-		conn, err := f.bindPooled(ctx, b, threadID)
+		p.f.setBoxEgress(b, o.egress) // egress.go: the thread's rules, before its proxy serves
+		conn, err := p.bindPooled(ctx, b, threadID)
 		b.err = err
 		close(b.ready)
 		if err == nil {
@@ -261,8 +262,8 @@ func (f *Fleet) claimPooled(ctx context.Context, o Options, threadID string) (*B
 			return b, conn
 		}
 		log.Warn("pooled sandbox could not be claimed; removing it", "box", b.id, "err", err)
-		f.forgetBox(b)
-		f.removeResources(ctx, b.res, log)
+		p.f.forgetBox(b)
+		p.f.removeResources(ctx, b.res, log)
 	}
 	return nil, nil
 }
@@ -270,26 +271,26 @@ func (f *Fleet) claimPooled(ctx context.Context, o Options, threadID string) (*B
 // takePooled moves the oldest ready sandbox of key into the server's boxes
 // for threadID, not ready until bound, and wakes the filler. It records the
 // demand for key even when the pool is empty.
-func (f *Fleet) takePooled(key, threadID string, idleTTL time.Duration) *Box {
-	defer f.wakePool()
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.pool.demand[key] = time.Now()
-	ready := f.pool.ready[key]
-	if f.closed || len(ready) == 0 {
+func (p *warmPool) takePooled(key, threadID string, idleTTL time.Duration) *Box {
+	defer p.wakePool()
+	p.f.mu.Lock()
+	defer p.f.mu.Unlock()
+	p.demand[key] = time.Now()
+	ready := p.ready[key]
+	if p.f.closed || len(ready) == 0 {
 		return nil
 	}
-	if max := f.cfg.MaxSandboxes; max > 0 && len(f.boxes) >= max {
+	if max := p.f.cfg.MaxSandboxes; max > 0 && len(p.f.boxes) >= max {
 		return nil // acquireBox answers ErrLimit
 	}
 	b := ready[0]
-	f.pool.ready[key] = ready[1:]
-	delete(f.pool.own, b.id)
+	p.ready[key] = ready[1:]
+	delete(p.own, b.id)
 	b.key = boxKey(wire.ScopeThread, threadID)
 	b.thread, b.idleTTL, b.lastUsed = threadID, idleTTL, time.Now()
 	b.joining = 1                 // until the thread's Started
 	b.ready = make(chan struct{}) // closed by claimPooled once bound
-	f.boxes[b.key] = b
+	p.f.boxes[b.key] = b
 	return b
 }
 
@@ -297,46 +298,46 @@ func (f *Fleet) takePooled(key, threadID string, idleTTL time.Duration) *Box {
 // and egress proxies in the sandbox's own socket folder, greets the agent
 // with the thread's id and sends the claim with the LLM token. It returns
 // the greeted connection.
-func (f *Fleet) bindPooled(ctx context.Context, b *Box, threadID string) (conn *websocket.Conn, err error) {
-	log := f.log.With("thread", threadID)
-	if b.res.proxy, err = f.serveProxy(b.res.dirs, log); err != nil {
+func (p *warmPool) bindPooled(ctx context.Context, b *Box, threadID string) (conn *websocket.Conn, err error) {
+	log := p.f.log.With("thread", threadID)
+	if b.res.proxy, err = p.f.px.serveProxy(b.res.dirs, log); err != nil {
 		return nil, err
 	}
-	if b.res.egress, err = f.serveEgress(b.res.dirs, log); err != nil {
+	if b.res.egress, err = p.f.px.serveEgress(b.res.dirs, log); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, helloTimeout)
 	defer cancel()
-	return f.greetAgent(ctx, b.res.dirs, threadID, f.cfg.Posture.ForRuntime(b.runtime), true)
+	return p.f.greetAgent(ctx, b.res.dirs, threadID, p.f.cfg.Posture.ForRuntime(b.runtime), true)
 }
 
 // poolOwns reports whether the box id is a pooled sandbox of this run,
 // ready or being started (Reconcile leaves those alone).
-func (f *Fleet) poolOwns(id string) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.pool.own[id]
+func (p *warmPool) poolOwns(id string) bool {
+	p.f.mu.Lock()
+	defer p.f.mu.Unlock()
+	return p.own[id]
 }
 
-// closePool waits for the filler (Close cancelled f.ctx) and removes the
+// closePool waits for the filler (Close cancelled p.f.ctx) and removes the
 // ready pooled sandboxes: they hold nothing of any thread.
-func (f *Fleet) closePool(ctx context.Context) error {
-	f.pool.wg.Wait()
-	f.mu.Lock()
+func (p *warmPool) closePool(ctx context.Context) error {
+	p.wg.Wait()
+	p.f.mu.Lock()
 	var boxes []*Box
-	for key, ready := range f.pool.ready {
+	for key, ready := range p.ready {
 		boxes = append(boxes, ready...)
-		delete(f.pool.ready, key)
+		delete(p.ready, key)
 	}
-	f.mu.Unlock()
+	p.f.mu.Unlock()
 	var errs []error
 	for _, b := range boxes {
-		if err := b.res.remove(ctx, f.cfg.Manager); err != nil {
+		if err := b.res.remove(ctx, p.f.cfg.Manager); err != nil {
 			errs = append(errs, fmt.Errorf("remove pooled sandbox %s: %w", b.id, err))
 		}
-		f.mu.Lock()
-		delete(f.pool.own, b.id)
-		f.mu.Unlock()
+		p.f.mu.Lock()
+		delete(p.own, b.id)
+		p.f.mu.Unlock()
 	}
 	return errors.Join(errs...)
 }

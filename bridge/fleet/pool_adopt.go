@@ -17,8 +17,8 @@ var errPoolUnclaimed = errors.New("pooled sandbox no thread took")
 // (the thread took it). b then takes that thread's box key and the
 // thread's own idle TTL, which the sandbox's labels, written before the
 // claim, cannot say. It blocks for one store read.
-func (f *Fleet) adoptPooled(ctx context.Context, b *Box) error {
-	recs, err := f.cfg.Records.List(ctx)
+func (p *warmPool) adoptPooled(ctx context.Context, b *Box) error {
+	recs, err := p.f.cfg.Records.List(ctx)
 	if err != nil {
 		return fmt.Errorf("list stored threads: %w", err)
 	}

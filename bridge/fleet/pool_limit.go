@@ -18,8 +18,8 @@ var errPoolEvicted = errors.New("pooled sandbox evicted for room under the sandb
 var errPoolNoRoom = errors.New("no room under the sandbox limit")
 
 // Pooled sandboxes count toward Config.MaxSandboxes like live ones
-// (docs/pool.md): the books are len(f.boxes) (live and being created) plus
-// len(f.pool.own) (ready and being started). The filler never fills past
+// (docs/pool.md): the books are len(p.f.boxes) (live and being created) plus
+// len(p.own) (ready and being started). The filler never fills past
 // the limit (poolWant), a new thread takes a pooled sandbox before a new
 // one is made (claimPooled), and a sandbox created outside the pool when
 // the books are full evicts one pooled sandbox first (poolRoomLocked).
@@ -36,27 +36,27 @@ type poolFill struct {
 // beginFill records that the filler starts the pooled sandbox id: it
 // counts toward MaxSandboxes from now on, and poolRoomLocked may cancel
 // the returned context. The caller defers endFill.
-func (f *Fleet) beginFill(id string) (context.Context, *poolFill, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.closed {
+func (p *warmPool) beginFill(id string) (context.Context, *poolFill, error) {
+	p.f.mu.Lock()
+	defer p.f.mu.Unlock()
+	if p.f.closed {
 		return nil, nil, ErrClosing
 	}
-	ctx, cancel := context.WithCancel(f.ctx)
+	ctx, cancel := context.WithCancel(p.f.ctx)
 	fill := &poolFill{id: id, cancel: cancel, done: make(chan struct{})}
-	f.pool.own[id] = true
-	f.pool.fill = fill
+	p.own[id] = true
+	p.fill = fill
 	return ctx, fill, nil
 }
 
 // endFill ends the start beginFill recorded and releases those waiting
 // for it; a failed start's sandbox must be removed already.
-func (f *Fleet) endFill(fill *poolFill) {
-	f.mu.Lock()
-	if f.pool.fill == fill {
-		f.pool.fill = nil
+func (p *warmPool) endFill(fill *poolFill) {
+	p.f.mu.Lock()
+	if p.fill == fill {
+		p.fill = nil
 	}
-	f.mu.Unlock()
+	p.f.mu.Unlock()
 	fill.cancel()
 	close(fill.done)
 }
@@ -65,28 +65,28 @@ func (f *Fleet) endFill(fill *poolFill) {
 func noRoomNeeded(context.Context) error { return nil }
 
 // poolRoomLocked makes room under MaxSandboxes for a sandbox about to be
-// created outside the pool, which the caller adds to f.boxes under the
+// created outside the pool, which the caller adds to p.f.boxes under the
 // same lock: when live and pooled sandboxes fill the limit, it takes the
 // oldest ready pooled sandbox out of the pool, or else cancels the one the
 // filler is starting. The caller runs the returned func after releasing
-// f.mu and before creating its sandbox; it blocks until the evicted
+// p.f.mu and before creating its sandbox; it blocks until the evicted
 // sandbox is removed (or ctx ends), so the engine does not run more than
-// MaxSandboxes. The caller holds f.mu.
-func (f *Fleet) poolRoomLocked() func(context.Context) error {
-	max := f.cfg.MaxSandboxes
-	if max <= 0 || len(f.boxes)+len(f.pool.own) < max {
+// MaxSandboxes. The caller holds p.f.mu.
+func (p *warmPool) poolRoomLocked() func(context.Context) error {
+	max := p.f.cfg.MaxSandboxes
+	if max <= 0 || len(p.f.boxes)+len(p.own) < max {
 		return noRoomNeeded
 	}
-	if v := f.takeOldestReadyLocked(); v != nil {
+	if v := p.takeOldestReadyLocked(); v != nil {
 		return func(context.Context) error {
-			f.removePooled([]*Box{v}, "room for a new sandbox under --max-sandboxes")
+			p.removePooled([]*Box{v}, "room for a new sandbox under --max-sandboxes")
 			return nil
 		}
 	}
-	if fill := f.pool.fill; fill != nil && !fill.evicted {
+	if fill := p.fill; fill != nil && !fill.evicted {
 		fill.evicted = true
 		fill.cancel()
-		f.log.Info("warm pool: cancelling a sandbox being started", "box", fill.id, "why", "room for a new sandbox under --max-sandboxes")
+		p.f.log.Info("warm pool: cancelling a sandbox being started", "box", fill.id, "why", "room for a new sandbox under --max-sandboxes")
 		return func(ctx context.Context) error {
 			select {
 			case <-fill.done:
@@ -101,18 +101,18 @@ func (f *Fleet) poolRoomLocked() func(context.Context) error {
 }
 
 // takeOldestReadyLocked takes the oldest ready pooled sandbox of any image
-// out of its ready list (it stays in f.pool.own until removed), or returns
-// nil. The caller holds f.mu.
-func (f *Fleet) takeOldestReadyLocked() *Box {
+// out of its ready list (it stays in p.own until removed), or returns
+// nil. The caller holds p.f.mu.
+func (p *warmPool) takeOldestReadyLocked() *Box {
 	var key string
 	var oldest *Box
-	for k, ready := range f.pool.ready {
+	for k, ready := range p.ready {
 		if len(ready) > 0 && (oldest == nil || ready[0].created.Before(oldest.created)) {
 			key, oldest = k, ready[0]
 		}
 	}
 	if oldest != nil {
-		f.pool.ready[key] = slices.Delete(f.pool.ready[key], 0, 1)
+		p.ready[key] = slices.Delete(p.ready[key], 0, 1)
 	}
 	return oldest
 }
@@ -120,15 +120,15 @@ func (f *Fleet) takeOldestReadyLocked() *Box {
 // poolOverLimitLocked takes ready pooled sandboxes out of the pool while
 // live and pooled sandboxes are more than MaxSandboxes (as after adopting
 // an earlier run's sandboxes) and returns them for removal. The caller
-// holds f.mu.
-func (f *Fleet) poolOverLimitLocked() []*Box {
-	max := f.cfg.MaxSandboxes
+// holds p.f.mu.
+func (p *warmPool) poolOverLimitLocked() []*Box {
+	max := p.f.cfg.MaxSandboxes
 	if max <= 0 {
 		return nil
 	}
 	var drop []*Box
-	for over := len(f.boxes) + len(f.pool.own) - max; over > 0; over-- {
-		v := f.takeOldestReadyLocked()
+	for over := len(p.f.boxes) + len(p.own) - max; over > 0; over-- {
+		v := p.takeOldestReadyLocked()
 		if v == nil {
 			break
 		}
@@ -138,15 +138,15 @@ func (f *Fleet) poolOverLimitLocked() []*Box {
 }
 
 // poolEngineRoom asks the engine, not only the books, before the filler
-// starts a sandbox: a thread's sandbox leaves f.boxes before its removal
+// starts a sandbox: a thread's sandbox leaves p.f.boxes before its removal
 // ends, and the pool must not take that room early. It blocks for one
 // List call.
-func (f *Fleet) poolEngineRoom(ctx context.Context) error {
-	max := f.cfg.MaxSandboxes
+func (p *warmPool) poolEngineRoom(ctx context.Context) error {
+	max := p.f.cfg.MaxSandboxes
 	if max <= 0 {
 		return nil
 	}
-	list, err := f.cfg.Manager.List(ctx, map[string]string{sandbox.LabelOwner: f.cfg.BridgeID})
+	list, err := p.f.cfg.Manager.List(ctx, map[string]string{sandbox.LabelOwner: p.f.cfg.BridgeID})
 	if err != nil {
 		return fmt.Errorf("list sandboxes: %w", err)
 	}

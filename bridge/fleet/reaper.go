@@ -9,13 +9,18 @@ import (
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
+// reaper is the fleet's reaper: its loop (reap, started by New and waited
+// for by Stop) and what it decides for each box, on the fleet's boxes
+// under the fleet's lock.
+type reaper struct{ f *Fleet }
+
 // reap runs until the fleet stops: every ReapInterval it recycles the
 // sandboxes past their maximum lifetime, suspends those idle for their idle
 // TTL, replaces those whose image was updated, and removes the threads
 // suspended for ThreadTTL. It is started by New and waited for by Stop.
-func (f *Fleet) reap() {
-	defer f.bg.Done()
-	f.every(f.cfg.ReapInterval, f.reapOnce)
+func (rp *reaper) reap() {
+	defer rp.f.bg.Done()
+	rp.f.every(rp.f.cfg.ReapInterval, rp.reapOnce)
 }
 
 // plannedTimeout bounds waiting for a box's threads to replace the sandbox
@@ -33,15 +38,15 @@ const (
 )
 
 // reapOnce handles what is due at now. It blocks for the engine.
-func (f *Fleet) reapOnce(now time.Time) {
+func (rp *reaper) reapOnce(now time.Time) {
 	type due struct {
 		b   *Box
 		act reapAction
 		ev  wire.SandboxExited
 	}
 	var todo []due
-	f.mu.Lock()
-	for _, b := range f.boxes {
+	rp.f.mu.Lock()
+	for _, b := range rp.f.boxes {
 		select {
 		case <-b.ready:
 		default:
@@ -54,57 +59,57 @@ func (f *Fleet) reapOnce(now time.Time) {
 			continue // a thread is starting in it (Acquire)
 		}
 		b.planned = nil // no thread took the recycle up (their agent links were down): decide again
-		if act, ev := f.decide(b, now); act != reapNone {
+		if act, ev := rp.decide(b, now); act != reapNone {
 			todo = append(todo, due{b, act, ev})
 		}
 	}
-	f.mu.Unlock()
-	ctx, cancel := context.WithTimeout(f.ctx, 2*cleanupTimeout)
+	rp.f.mu.Unlock()
+	ctx, cancel := context.WithTimeout(rp.f.ctx, 2*cleanupTimeout)
 	defer cancel()
 	for _, d := range todo {
 		var err error
 		switch d.act {
 		case reapExpire:
-			err = f.expire(ctx, d.b, d.ev)
+			err = rp.expire(ctx, d.b, d.ev)
 		case reapRecycle:
-			f.recycle(ctx, d.b, d.ev) // lifecycle.go
+			rp.f.recycle(ctx, d.b, d.ev) // lifecycle.go
 		case reapSuspend:
-			err = f.suspend(ctx, d.b, d.ev) // suspend.go
+			err = rp.f.suspend(ctx, d.b, d.ev) // suspend.go
 		}
 		if err != nil {
-			f.log.Error("reap sandbox", "box", d.b.id, "reason", d.ev.Reason, "err", err)
+			rp.f.log.Error("reap sandbox", "box", d.b.id, "reason", d.ev.Reason, "err", err)
 		}
 	}
-	f.checkImages(ctx) // imageupdate.go
-	f.retire(ctx, now) // suspend.go
+	rp.checkImages(ctx)   // imageupdate.go
+	rp.f.retire(ctx, now) // suspend.go
 }
 
 // decide says what is due for b at now. A box whose threads work (a turn
 // or tool call runs) counts as used; past its maximum lifetime it waits for
-// the work to end, up to RecycleGrace. The caller holds f.mu.
-func (f *Fleet) decide(b *Box, now time.Time) (reapAction, wire.SandboxExited) {
-	busy := f.boxBusy(b) // lifecycle.go
-	if busy || f.inUse(b) {
+// the work to end, up to RecycleGrace. The caller holds rp.f.mu.
+func (rp *reaper) decide(b *Box, now time.Time) (reapAction, wire.SandboxExited) {
+	busy := rp.f.boxBusy(b) // lifecycle.go
+	if busy || rp.inUse(b) {
 		b.lastUsed = now
 	}
 	switch {
 	case !now.Before(b.expires):
 		if len(b.members) == 0 {
 			return reapExpire, wire.SandboxExited{Reason: wire.ExitLifetime,
-				Message: fmt.Sprintf("sandbox removed: it reached its maximum lifetime of %v", f.cfg.MaxLifetime)}
+				Message: fmt.Sprintf("sandbox removed: it reached its maximum lifetime of %v", rp.f.cfg.MaxLifetime)}
 		}
 		if busy {
 			if b.dueSince.IsZero() {
 				b.dueSince = now
-				f.log.Info("sandbox past its maximum lifetime waits for its work to end", "box", b.id, "grace", f.cfg.RecycleGrace)
+				rp.f.log.Info("sandbox past its maximum lifetime waits for its work to end", "box", b.id, "grace", rp.f.cfg.RecycleGrace)
 			}
-			if now.Sub(b.dueSince) < f.cfg.RecycleGrace {
+			if now.Sub(b.dueSince) < rp.f.cfg.RecycleGrace {
 				return reapNone, wire.SandboxExited{}
 			}
 		}
-		msg := fmt.Sprintf("sandbox recycled: it reached its maximum lifetime of %v", f.cfg.MaxLifetime)
+		msg := fmt.Sprintf("sandbox recycled: it reached its maximum lifetime of %v", rp.f.cfg.MaxLifetime)
 		if busy {
-			msg += fmt.Sprintf("; the running work was interrupted after a grace of %v", f.cfg.RecycleGrace)
+			msg += fmt.Sprintf("; the running work was interrupted after a grace of %v", rp.f.cfg.RecycleGrace)
 		}
 		return reapRecycle, wire.SandboxExited{Reason: wire.ExitLifetime, Message: msg}
 	case now.Sub(b.lastUsed) >= b.idleTTL:
@@ -119,8 +124,8 @@ func (f *Fleet) decide(b *Box, now time.Time) (reapAction, wire.SandboxExited) {
 }
 
 // inUse reports whether a client is attached to one of b's members. The
-// caller holds f.mu.
-func (f *Fleet) inUse(b *Box) bool {
+// caller holds rp.f.mu.
+func (rp *reaper) inUse(b *Box) bool {
 	for _, m := range b.members {
 		if m.Attached() {
 			return true
@@ -131,21 +136,21 @@ func (f *Fleet) inUse(b *Box) bool {
 
 // expire removes b, a box without members: the sandbox, its proxies and
 // folder, and its workspace volume unless a suspended thread still owns it.
-func (f *Fleet) expire(ctx context.Context, b *Box, ev wire.SandboxExited) error {
-	f.mu.Lock()
+func (rp *reaper) expire(ctx context.Context, b *Box, ev wire.SandboxExited) error {
+	rp.f.mu.Lock()
 	if b.gone || len(b.members) > 0 {
-		f.mu.Unlock()
+		rp.f.mu.Unlock()
 		return nil
 	}
 	b.gone = true
-	if f.boxes[b.key] == b {
-		delete(f.boxes, b.key)
+	if rp.f.boxes[b.key] == b {
+		delete(rp.f.boxes, b.key)
 	}
-	f.mu.Unlock()
-	f.log.Info("sandbox expired", "box", b.id, "reason", ev.Reason)
+	rp.f.mu.Unlock()
+	rp.f.log.Info("sandbox expired", "box", b.id, "reason", ev.Reason)
 	res := b.res.keepingVolume()
-	err := res.remove(ctx, f.cfg.Manager)
+	err := res.remove(ctx, rp.f.cfg.Manager)
 	// pool.go: there may be room for a pooled sandbox again.
-	f.wakePool()
-	return errors.Join(err, f.DropVolumeIfUnused(ctx, b.id)) // suspend.go
+	rp.f.pool.wakePool()
+	return errors.Join(err, rp.f.DropVolumeIfUnused(ctx, b.id)) // suspend.go
 }

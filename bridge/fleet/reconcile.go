@@ -25,41 +25,48 @@ import (
 // it replaces sandboxes whose image was updated (imageupdate.go). Call it once, before
 // serving. It blocks until done or ctx ends; it fails only when the engine
 // cannot list sandboxes.
-func (f *Fleet) Reconcile(ctx context.Context) error {
-	list, err := f.cfg.Manager.List(ctx, map[string]string{sandbox.LabelOwner: f.cfg.BridgeID})
+func (f *Fleet) Reconcile(ctx context.Context) error { return f.rec.run(ctx) }
+
+// run is Reconcile.
+func (rc *reconciler) run(ctx context.Context) error {
+	list, err := rc.f.cfg.Manager.List(ctx, map[string]string{sandbox.LabelOwner: rc.f.cfg.BridgeID})
 	if err != nil {
 		return fmt.Errorf("reconcile: %w", err)
 	}
 	live := map[string]bool{}
 	now := time.Now()
 	for _, sb := range list {
-		log := f.log.With("sandbox", sb.ID, "box", sb.Labels[sandbox.LabelBox])
-		if f.poolOwns(sb.Labels[sandbox.LabelBox]) { // pool.go: this run's warm pool
+		log := rc.f.log.With("sandbox", sb.ID, "box", sb.Labels[sandbox.LabelBox])
+		if rc.f.pool.poolOwns(sb.Labels[sandbox.LabelBox]) { // pool.go: this run's warm pool
 			live[sb.Labels[sandbox.LabelBox]] = true
 			continue
 		}
-		if err := f.adopt(ctx, sb, now); err != nil {
+		if err := rc.adopt(ctx, sb, now); err != nil {
 			log.Info("removing sandbox of an earlier run", "why", err)
-			f.removeOrphan(ctx, sb, log)
-			f.suspendBoxThreads(ctx, sb, err, log)
+			rc.removeOrphan(ctx, sb, log)
+			rc.suspendBoxThreads(ctx, sb, err, log)
 			continue
 		}
 		live[sb.Labels[sandbox.LabelBox]] = true
 		log.Info("adopted sandbox", "scope", sb.Labels[sandbox.LabelScope])
 	}
-	kept := f.suspendLeftovers(ctx)
-	err = f.removeStrays(ctx, live, kept)
-	f.checkImages(ctx) // imageupdate.go
+	kept := rc.suspendLeftovers(ctx)
+	err = rc.removeStrays(ctx, live, kept)
+	rc.f.reaper.checkImages(ctx) // imageupdate.go
 	return err
 }
 
+// reconciler is Reconcile's work: adopting, removing and suspending what
+// an earlier run left, on its fleet's boxes.
+type reconciler struct{ f *Fleet }
+
 // adopt takes over one listed sandbox, or says why it will not.
-func (f *Fleet) adopt(ctx context.Context, sb sandbox.Sandbox, now time.Time) (err error) {
+func (rc *reconciler) adopt(ctx context.Context, sb sandbox.Sandbox, now time.Time) (err error) {
 	l := sb.Labels
 	b := &Box{
 		id: l[sandbox.LabelBox], scope: wire.Scope(l[sandbox.LabelScope]), assistant: l[sandbox.LabelAssistant],
 		image: sb.Image, ready: make(chan struct{}), members: map[string]Member{}, lastUsed: now,
-		idleTTL: parseIdleTTL(l[labelIdleTTL], f.cfg.IdleTTL), pooled: l[labelPool] == "1",
+		idleTTL: parseIdleTTL(l[labelIdleTTL], rc.f.cfg.IdleTTL), pooled: l[labelPool] == "1",
 	}
 	close(b.ready)
 	b.created, _ = time.Parse(time.RFC3339, l[sandbox.LabelCreated])
@@ -84,23 +91,23 @@ func (f *Fleet) adopt(ctx context.Context, sb sandbox.Sandbox, now time.Time) (e
 		b.key = boxKey(b.scope, b.assistant)
 	}
 	if b.pooled { // pool_adopt.go: only one a thread took, under that thread's key and TTL
-		if err := f.adoptPooled(ctx, b); err != nil {
+		if err := rc.f.pool.adoptPooled(ctx, b); err != nil {
 			return err
 		}
 	}
-	if full, err := f.cfg.Manager.Inspect(ctx, sb.ID); err == nil {
+	if full, err := rc.f.cfg.Manager.Inspect(ctx, sb.ID); err == nil {
 		b.runtime = full.Runtime
 	}
 	// A sandbox of an older bridge, whose one folder it could write, is
 	// not adopted but replaced (its thread is suspended and resumes in a
 	// new sandbox with its workspace): boxdir.Layout.Open says why.
-	dirs, err := f.cfg.Layout.Open(b.id)
+	dirs, err := rc.f.cfg.Layout.Open(b.id)
 	if err != nil {
 		return fmt.Errorf("sandbox folders: %w", err)
 	}
 	b.res = &resources{dirs: dirs, sandboxID: sb.ID, volume: "boxwire-ws-" + b.id, runtime: b.runtime}
-	log := f.log.With("box", b.id)
-	if b.res.proxy, err = f.serveProxy(dirs, log); err != nil {
+	log := rc.f.log.With("box", b.id)
+	if b.res.proxy, err = rc.f.px.serveProxy(dirs, log); err != nil {
 		return err
 	}
 	defer func() {
@@ -108,7 +115,7 @@ func (f *Fleet) adopt(ctx context.Context, sb sandbox.Sandbox, now time.Time) (e
 			b.res.proxy.Close()
 		}
 	}()
-	if b.res.egress, err = f.serveEgress(dirs, log); err != nil {
+	if b.res.egress, err = rc.f.px.serveEgress(dirs, log); err != nil {
 		return err
 	}
 	defer func() {
@@ -116,28 +123,28 @@ func (f *Fleet) adopt(ctx context.Context, sb sandbox.Sandbox, now time.Time) (e
 			b.res.egress.Close()
 		}
 	}()
-	f.mu.Lock()
-	if _, dup := f.boxes[b.key]; dup || f.closed {
-		f.mu.Unlock()
+	rc.f.mu.Lock()
+	if _, dup := rc.f.boxes[b.key]; dup || rc.f.closed {
+		rc.f.mu.Unlock()
 		return errors.New("duplicate sandbox or bridge closing")
 	}
-	f.boxes[b.key] = b
-	f.mu.Unlock()
-	if err = f.adoptThreads(ctx, b); err != nil {
-		f.mu.Lock()
-		delete(f.boxes, b.key)
+	rc.f.boxes[b.key] = b
+	rc.f.mu.Unlock()
+	if err = rc.adoptThreads(ctx, b); err != nil {
+		rc.f.mu.Lock()
+		delete(rc.f.boxes, b.key)
 		b.gone = true
-		f.mu.Unlock()
+		rc.f.mu.Unlock()
 		return err
 	}
-	f.recordImage(ctx, b) // lifecycle.go
+	rc.f.recordImage(ctx, b) // lifecycle.go
 	return nil
 }
 
 // adoptThreads reconnects b's threads: the one its labels name (thread
 // scope) and those the store knows.
-func (f *Fleet) adoptThreads(ctx context.Context, b *Box) error {
-	recs, err := f.cfg.Records.List(ctx)
+func (rc *reconciler) adoptThreads(ctx context.Context, b *Box) error {
+	recs, err := rc.f.cfg.Records.List(ctx)
 	if err != nil {
 		return fmt.Errorf("list stored threads: %w", err)
 	}
@@ -147,15 +154,15 @@ func (f *Fleet) adoptThreads(ctx context.Context, b *Box) error {
 			ids = append(ids, r)
 		}
 	}
-	f.adoptEgress(b, ids, f.log.With("box", b.id)) // egress.go: the rules its threads asked for
+	rc.f.adoptEgress(b, ids, rc.f.log.With("box", b.id)) // egress.go: the rules its threads asked for
 	if b.scope == wire.ScopeThread && len(ids) == 0 {
 		ids = append(ids, ThreadRecord{ID: cmp.Or(b.thread, b.id), Box: b.id, Scope: b.scope, Image: b.image, Runtime: b.runtime, Created: b.created})
 	}
-	if f.cfg.Adopt == nil {
+	if rc.f.cfg.Adopt == nil {
 		return errors.New("nothing takes threads back (Config.Adopt)")
 	}
 	for _, rec := range ids {
-		if err := f.cfg.Adopt(ctx, b, rec); err != nil {
+		if err := rc.f.cfg.Adopt(ctx, b, rec); err != nil {
 			return err
 		}
 	}
@@ -164,40 +171,40 @@ func (f *Fleet) adoptThreads(ctx context.Context, b *Box) error {
 
 // removeOrphan removes a sandbox that was not adopted, with its folder,
 // and its volume unless a stored thread owns it (it is then suspended).
-func (f *Fleet) removeOrphan(ctx context.Context, sb sandbox.Sandbox, log *slog.Logger) {
+func (rc *reconciler) removeOrphan(ctx context.Context, sb sandbox.Sandbox, log *slog.Logger) {
 	res := &resources{sandboxID: sb.ID}
 	if id := sb.Labels[sandbox.LabelBox]; validName(id) {
 		res.volume = "boxwire-ws-" + id
-		res.dirs = f.cfg.Layout.Paths(id)
-		if len(f.recordsOfBox(ctx, id)) > 0 {
+		res.dirs = rc.f.cfg.Layout.Paths(id)
+		if len(rc.f.recordsOfBox(ctx, id)) > 0 {
 			res.volume = ""
 		}
 	}
-	f.removeResources(ctx, res, log)
+	rc.f.removeResources(ctx, res, log)
 }
 
 // removeStrays removes this bridge's labelled volumes and socket folders
 // that belong to no live sandbox.
-func (f *Fleet) removeStrays(ctx context.Context, live, kept map[string]bool) error {
-	vols, err := f.cfg.Manager.ListVolumes(ctx, map[string]string{sandbox.LabelOwner: f.cfg.BridgeID})
+func (rc *reconciler) removeStrays(ctx context.Context, live, kept map[string]bool) error {
+	vols, err := rc.f.cfg.Manager.ListVolumes(ctx, map[string]string{sandbox.LabelOwner: rc.f.cfg.BridgeID})
 	if err != nil {
 		return fmt.Errorf("reconcile: %w", err)
 	}
 	var errs []error
 	for _, v := range vols {
-		if id, ok := strings.CutPrefix(v, "boxwire-ws-"); ok && (live[id] || kept[id] || f.poolOwns(id)) {
+		if id, ok := strings.CutPrefix(v, "boxwire-ws-"); ok && (live[id] || kept[id] || rc.f.pool.poolOwns(id)) {
 			continue
 		}
-		f.log.Info("removing stray volume", "volume", v)
-		errs = append(errs, f.cfg.Manager.RemoveVolume(ctx, v))
+		rc.f.log.Info("removing stray volume", "volume", v)
+		errs = append(errs, rc.f.cfg.Manager.RemoveVolume(ctx, v))
 	}
-	ids, err := f.cfg.Layout.IDs()
+	ids, err := rc.f.cfg.Layout.IDs()
 	if err != nil {
 		errs = append(errs, err)
 	}
 	for _, id := range ids {
-		if !live[id] && !f.poolOwns(id) { // pool.go: being started
-			errs = append(errs, f.cfg.Layout.Remove(id))
+		if !live[id] && !rc.f.pool.poolOwns(id) { // pool.go: being started
+			errs = append(errs, rc.f.cfg.Layout.Remove(id))
 		}
 	}
 	return errors.Join(errs...)
@@ -247,17 +254,17 @@ var errExpired = errors.New("expired")
 // suspendBoxThreads marks the threads of a sandbox that was not adopted
 // suspended: why "expired" is the maximum lifetime, anything else a
 // sandbox that died while the bridge was away.
-func (f *Fleet) suspendBoxThreads(ctx context.Context, sb sandbox.Sandbox, why error, log *slog.Logger) {
+func (rc *reconciler) suspendBoxThreads(ctx context.Context, sb sandbox.Sandbox, why error, log *slog.Logger) {
 	reason := wire.ExitDied
 	if errors.Is(why, errExpired) {
 		reason = wire.ExitLifetime
 	}
 	now := time.Now().UTC().Truncate(time.Second)
-	for _, r := range f.recordsOfBox(ctx, sb.Labels[sandbox.LabelBox]) {
-		if f.isMember(r.ID) || r.Suspended != nil {
+	for _, r := range rc.f.recordsOfBox(ctx, sb.Labels[sandbox.LabelBox]) {
+		if rc.f.isMember(r.ID) || r.Suspended != nil {
 			continue
 		}
-		if err := f.markSuspended(ctx, r.ID, nil, now, reason); err != nil {
+		if err := rc.f.markSuspended(ctx, r.ID, nil, now, reason); err != nil {
 			log.Error("suspend thread", "thread", r.ID, "err", err)
 		}
 	}
@@ -266,22 +273,22 @@ func (f *Fleet) suspendBoxThreads(ctx context.Context, sb sandbox.Sandbox, why e
 // suspendLeftovers marks suspended the stored threads that have no
 // sandbox after adoption (none was left running) and returns the box ids
 // whose workspace volumes the suspended threads keep.
-func (f *Fleet) suspendLeftovers(ctx context.Context) map[string]bool {
-	recs, err := f.cfg.Records.List(ctx)
+func (rc *reconciler) suspendLeftovers(ctx context.Context) map[string]bool {
+	recs, err := rc.f.cfg.Records.List(ctx)
 	if err != nil {
-		f.log.Error("list stored threads", "err", err)
+		rc.f.log.Error("list stored threads", "err", err)
 	}
 	kept := map[string]bool{}
 	now := time.Now().UTC().Truncate(time.Second)
 	for _, r := range recs {
-		if f.isMember(r.ID) {
+		if rc.f.isMember(r.ID) {
 			continue
 		}
 		kept[r.Box] = true
 		if r.Suspended == nil {
-			f.log.Info("thread has no sandbox: suspended", "thread", r.ID, "box", r.Box)
-			if err := f.markSuspended(ctx, r.ID, nil, now, wire.ExitDied); err != nil {
-				f.log.Error("suspend thread", "thread", r.ID, "err", err)
+			rc.f.log.Info("thread has no sandbox: suspended", "thread", r.ID, "box", r.Box)
+			if err := rc.f.markSuspended(ctx, r.ID, nil, now, wire.ExitDied); err != nil {
+				rc.f.log.Error("suspend thread", "thread", r.ID, "err", err)
 			}
 		}
 	}

@@ -61,7 +61,7 @@ func (f *Fleet) suspend(ctx context.Context, b *Box, ev wire.SandboxExited) erro
 	// ran is over.
 	res := b.res.keepingVolume()
 	errs = append(errs, res.remove(ctx, f.cfg.Manager))
-	f.wakePool() // pool.go: there may be room for a pooled sandbox again
+	f.pool.wakePool() // pool.go: there may be room for a pooled sandbox again
 	return errors.Join(errs...)
 }
 

@@ -118,7 +118,8 @@ func (t *thread) resumeAnswer(env wire.Envelope) bool {
 	return true
 }
 
-// agentEvent publishes one numbered event from the agent: a duplicate
+// agentEvent is stage 1 of the event path (events.go): it publishes one
+// numbered event from the agent: a duplicate
 // (at or below the cursor) is dropped, a gap is published as events_lost
 // first, and the cursor moves on behind the event in the store's queue.
 // After the last event of a link's replay it sends again the requests the

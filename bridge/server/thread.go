@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/boxwire/boxwire/bridge/fleet"
 	"github.com/boxwire/boxwire/bridge/sandbox"
-	"github.com/boxwire/boxwire/bridge/store"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -157,102 +155,6 @@ func (t *thread) request(c *client, env wire.Envelope) {
 	case <-timer.C:
 		c.enqueue(wire.ErrorEnvelope(t.id, origID, wire.CodeSandboxUnavailable, "agent is not accepting requests"))
 	}
-}
-
-// publish numbers env with the thread's next seq and hands it to the
-// store; once the store has committed it, it enters the tail and every
-// attached client's writer is woken to send it. It does not block (unless
-// the store's queue is full). It returns the numbered event.
-func (t *thread) publish(env wire.Envelope) wire.Envelope {
-	return t.append(env, nil)
-}
-
-// append is publish; done, when set, receives the event once committed.
-func (t *thread) append(env wire.Envelope, done chan<- wire.Envelope) wire.Envelope {
-	before, env, keep := t.redactStream(env) // approvals_redact.go: secrets never reach clients or the log
-	for _, b := range before {
-		t.appendOne(b, nil)
-	}
-	if !keep && done == nil {
-		return env // a tool_output chunk kept back whole for now
-	}
-	return t.appendOne(env, done)
-}
-
-// appendOne numbers, stores and fans out one redacted event.
-func (t *thread) appendOne(env wire.Envelope, done chan<- wire.Envelope) wire.Envelope {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.open.track(env) { // turnend.go: the bridge ended this work already
-		t.log.Info("dropped the old agent's answer for work the bridge ended", "type", env.Type)
-		if done != nil {
-			done <- env
-		}
-		return env
-	}
-	t.events.next++
-	env.Seq = t.events.next
-	stored := t.events.forStore(env)
-	t.events.forget(env)
-	t.store.Append(t.id, stored, func(err error) {
-		switch {
-		case errors.Is(err, store.ErrDeleted): // the thread is being removed
-		case err != nil:
-			t.log.Error("event not stored; it is kept in memory only", "seq", env.Seq, "err", err)
-		}
-		t.mu.Lock()
-		t.events.add(env)
-		for _, c := range t.clients {
-			c.wakeUp()
-		}
-		t.mu.Unlock()
-		if done != nil {
-			done <- env
-		}
-	})
-	return env
-}
-
-// eventsAfter returns up to replayBatch committed events with seq > after:
-// from the tail, else from the store. When the store no longer has them
-// (retention), it returns the oldest the thread still has.
-func (t *thread) eventsAfter(after uint64) []wire.Envelope {
-	t.mu.Lock()
-	committed := t.events.committed
-	evs, ok := t.events.fromTail(after, replayBatch)
-	t.mu.Unlock()
-	if ok || after >= committed {
-		return evs
-	}
-	evs, err := t.store.Events(t.id, after, replayBatch)
-	if err != nil {
-		t.log.Error("replay from the store", "after", after, "err", err)
-	}
-	for len(evs) > 0 && evs[len(evs)-1].Seq > committed {
-		evs = evs[:len(evs)-1]
-	}
-	if len(evs) == 0 {
-		t.mu.Lock()
-		evs = t.events.head(replayBatch)
-		t.mu.Unlock()
-	}
-	return evs
-}
-
-// committedSeq is the newest event a client may be sent.
-func (t *thread) committedSeq() uint64 {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.events.committed
-}
-
-// logEvent numbers env and keeps it in the log without sending it to
-// anyone, and returns once it is stored: the caller hands it to shutdown
-// as the clients' final message.
-func (t *thread) logEvent(env wire.Envelope) wire.Envelope {
-	done := make(chan wire.Envelope, 1)
-	t.append(env, done)
-	return <-done
 }
 
 // shutdown detaches and closes every client (after sending final, when it

@@ -24,7 +24,7 @@ type openCall struct {
 
 // openWork is what the thread's log shows running, as of the newest
 // published event. The thread's mutex guards it. Events are tracked when
-// they are numbered (appendOne), so the view follows publication order,
+// they are numbered (logAppend, events.go), so the view follows publication order,
 // not the store's commits.
 type openWork struct {
 	// loaded is false for a thread made from a stored log (adoption,
