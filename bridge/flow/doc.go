@@ -25,8 +25,8 @@
 // done channel closes, or the waiting rule gives up: a target still full
 // LagGrace after another took the frame, or StallLimit after the first
 // offer, is returned as too slow for the caller to detach. Deliver blocks
-// for at most StallLimit; it returns at once when every target takes the
-// frame, and it allocates nothing then.
+// for at most the longer of StallLimit and LagGrace; it returns at once
+// when every target takes the frame, and it allocates nothing then.
 //
 // # Writers and servers
 //

@@ -13,9 +13,10 @@ import (
 // screens; the bridge's one agent connection is attached to every session a
 // client of the thread attached, and the bridge fans the output frames out
 // to the clients attached to each session. Each client has a terminal queue
-// of its own beside its events, bounded in bytes: while every client of a
-// session is full the relay waits (which holds the agent connection, and so
-// paces the program); a client that stays full while another keeps up, or
+// of its own beside its events, bounded in bytes (flow.Queue): while every
+// client of a session is full the relay waits (flow.Fanout, woken when a
+// client's writer drains its queue or the client is kicked), which holds the
+// agent connection, and so paces the program; a client that stays full while another keeps up, or
 // for termStallLimit, is detached with terminal_detached too_slow and may
 // attach again for a fresh screen.
 const (
