@@ -19,7 +19,8 @@ import (
 
 // killScript answers "run the command" with a command that prints
 // "started", waits and leaves a mark in the workspace, then a short text;
-// "tell a story" with text streamed slowly; anything else with "ok".
+// "tell a story" with text streamed slowly; "tell a broken story" with a
+// stream the model endpoint breaks off halfway; anything else with "ok".
 const killScript = `{"model":"scripted","turns":[
   {"when":"run the command","steps":[
     {"tool_calls":[{"name":"execute","arguments":{"command":"echo started; sleep 3; touch /workspace/.cmd-done; echo finished","timeout":120}}]},
@@ -28,6 +29,7 @@ const killScript = `{"model":"scripted","turns":[
     {"tool_calls":[{"name":"execute","arguments":{"command":"echo started","timeout":60}}]},
     {"error":{"status":503,"message":"the model is overloaded"}}]},
   {"when":"tell a story","steps":[{"content":"once upon a time there was a sandbox that streamed a story one small word at a time, slowly, so that something could go wrong in the middle of it, and then the story ended","chunk_delay_ms":150}]},
+  {"when":"tell a broken story","steps":[{"content":"once upon a time a model endpoint died in the middle of a sentence and never","chunk_delay_ms":40,"cut_after_chunks":5}]},
   {"steps":[{"content":"ok"}]}
 ]}`
 

@@ -156,3 +156,30 @@ func TestKillModelEndpointMidTurn(t *testing.T) {
 	book.check(t)
 	e.deleteAndCheck(w.thread)
 }
+
+// The model endpoint breaks off mid-stream after some text reached the
+// client: the call is not retried (it would repeat delivered text), so the
+// turn ends once, with error, after an llm_error; the next turn runs.
+func TestKillModelEndpointMidStream(t *testing.T) {
+	e := newEnv(t, killScript)
+	e.startBridge()
+	e.cleanAtEnd()
+	book := newSeqBook()
+	w := e.watch("", 0, book)
+	id := w.say(t, "tell a broken story")
+	done, _ := awaitTurnEnd(t, book, id)
+	if done.Reason != wire.ReasonError {
+		t.Errorf("turn ended %q; want error", done.Reason)
+	}
+	if _, ok := find(book.events(), isType(wire.TypeAssistantDelta, id)); !ok {
+		t.Errorf("no text reached the client before the cut")
+	}
+	if _, ok := find(book.events(), isType(wire.TypeError, id)); !ok {
+		t.Errorf("no llm_error before the turn's end")
+	}
+	if d, _ := awaitTurnEnd(t, book, w.say(t, "are you there?")); d.Reason != wire.ReasonStop {
+		t.Errorf("next turn ended %q", d.Reason)
+	}
+	book.check(t)
+	e.deleteAndCheck(w.thread)
+}

@@ -150,9 +150,19 @@ func (o *OpenAI) Stream(ctx context.Context, req Request, onDelta func(string)) 
 		}
 	}
 	resp.Text = text.String()
+	if resp.FinishReason == "" {
+		// Every compatible server ends a choice with a finish_reason; a
+		// stream that stops without one was cut (the endpoint died, a
+		// proxy dropped it). Taking it as an answer would give the model's
+		// half sentence or half tool call as if it were whole.
+		return resp, o.endpointError(errStreamCut)
+	}
 	resp.ToolCalls = calls.finish()
 	return resp, nil
 }
+
+// errStreamCut is why a stream that ended without a finish_reason fails.
+var errStreamCut = errors.New("the model's stream ended before the model finished (no finish_reason)")
 
 func (o *OpenAI) request(req Request) openai.ChatCompletionRequest {
 	out := openai.ChatCompletionRequest{

@@ -251,3 +251,30 @@ func TestLoopWithOpenAI(t *testing.T) {
 		t.Fatalf("requests %d", len(reqs))
 	}
 }
+
+// TestOpenAIStreamCutIsAnError: a stream that stops without a
+// finish_reason — cut mid-answer by the scripted server, or ended with
+// [DONE] too early — fails as an endpoint error, keeping the text so far;
+// it is never taken as a whole answer.
+func TestOpenAIStreamCutIsAnError(t *testing.T) {
+	_, cut := scriptServer(t, llmscript.Script{Turns: []llmscript.Turn{{Steps: []llmscript.Step{
+		{Content: "a sentence that the endpoint cuts off in the middle", CutAfterChunks: 4}}}}})
+	early := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"half\"}}]}\n\ndata: [DONE]\n\n")
+	}))
+	defer early.Close()
+	for name, url := range map[string]string{"cut": cut.URL + "/v1", "done too early": early.URL} {
+		m := loop.NewOpenAI(loop.OpenAIConfig{BaseURL: url, APIKey: testKey})
+		var deltas strings.Builder
+		resp, err := m.Stream(testCtx(t), loop.Request{Messages: []loop.Message{{Role: "user", Content: "go"}}},
+			func(d string) { deltas.WriteString(d) })
+		var ee *loop.EndpointError
+		if !errors.As(err, &ee) {
+			t.Errorf("%s: err %v, want an endpoint error", name, err)
+		}
+		if resp.Text == "" || resp.Text != deltas.String() {
+			t.Errorf("%s: text %q, deltas %q", name, resp.Text, deltas.String())
+		}
+	}
+}

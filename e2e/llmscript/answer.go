@@ -22,6 +22,7 @@ type answer struct {
 	err        *Error
 	delay      time.Duration
 	chunkDelay time.Duration
+	cutAfter   int // chunks before the stream breaks off (0: never)
 }
 
 // finishReason is the finish_reason of a completion answer.
@@ -50,6 +51,7 @@ func (s Script) pick(msgs []openai.ChatCompletionMessage) answer {
 		err:        st.Error,
 		delay:      time.Duration(st.DelayMS) * time.Millisecond,
 		chunkDelay: time.Duration(st.ChunkDelayMS) * time.Millisecond,
+		cutAfter:   st.CutAfterChunks,
 	}
 	for n, c := range st.ToolCalls {
 		id := c.ID

@@ -48,6 +48,10 @@ type Step struct {
 	DelayMS int `json:"delay_ms,omitempty"`
 	// ChunkDelayMS is the pause between streamed chunks, in milliseconds.
 	ChunkDelayMS int `json:"chunk_delay_ms,omitempty"`
+	// CutAfterChunks, when above zero, makes a streamed answer break off
+	// after that many chunks: the connection is dropped mid-response, as
+	// when a model endpoint dies halfway (non-streamed answers ignore it).
+	CutAfterChunks int `json:"cut_after_chunks,omitempty"`
 }
 
 // ToolCall is one scripted function call.
@@ -132,7 +136,7 @@ func (st Step) validate() error {
 	case st.Error == nil && !answers:
 		return errors.New("has no content, tool_calls or error")
 	}
-	if st.DelayMS < 0 || st.ChunkDelayMS < 0 {
+	if st.DelayMS < 0 || st.ChunkDelayMS < 0 || st.CutAfterChunks < 0 {
 		return errors.New("negative delay")
 	}
 	for i, c := range st.ToolCalls {

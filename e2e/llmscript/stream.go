@@ -154,6 +154,12 @@ func (c completion) stream(ctx context.Context, w http.ResponseWriter, includeUs
 				return err
 			}
 		}
+		if c.answer.cutAfter > 0 && i == c.answer.cutAfter {
+			// Break off mid-response: net/http drops the connection
+			// without ending the chunked body, so the client reads an
+			// unexpected EOF, not a finished stream.
+			panic(http.ErrAbortHandler)
+		}
 		if err := writeEvent(w, rc, ev); err != nil {
 			return err
 		}

@@ -220,3 +220,17 @@ func TestCompletionWireFormat(t *testing.T) {
 		t.Errorf("body has Azure-only fields: %s", raw)
 	}
 }
+
+// TestStreamCutAfterChunks: a step with cut_after_chunks breaks the
+// stream off mid-response; the client gets some text, then an error, never
+// a finished answer.
+func TestStreamCutAfterChunks(t *testing.T) {
+	e := newEnv(t, `{"turns":[{"steps":[{"content":"a story that breaks off in the middle","cut_after_chunks":3}]}]}`, llmscript.Options{})
+	got, err := e.stream(request(true, user("go")))
+	if err == nil {
+		t.Fatalf("stream ended cleanly with %q; want it cut", got.content)
+	}
+	if got.content == "" || got.content == "a story that breaks off in the middle" {
+		t.Errorf("content before the cut = %q; want part of the story", got.content)
+	}
+}
