@@ -31,7 +31,7 @@ func TestSecurityHost(t *testing.T) {
 	for _, rt := range []string{"runc", "runsc"} {
 		t.Run(rt, func(t *testing.T) {
 			if rt == "runsc" {
-				ensureRunsc(t) // lifecycle_helpers_test.go
+				ensureRunsc(t) // engine_test.go
 			}
 			hostBoundary(t, rt)
 		})

@@ -145,8 +145,12 @@ func (s *Server) info(ctx context.Context, t *thread) wire.ThreadInfo {
 func (s *Server) deleteThread(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	t := s.lookup(id)
-	if _, ok := s.suspendedRecord(r.Context(), id); t == nil && ok { // suspend.go: thread, log and volume
-		if err := s.removeSuspended(r.Context(), id); err != nil {
+	// A delete, once asked, is carried out whole: a client that hangs up
+	// meanwhile must not leave a sandbox or volume half removed.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), deleteTimeout)
+	defer cancel()
+	if _, ok := s.suspendedRecord(ctx, id); t == nil && ok { // suspend.go: thread, log and volume
+		if err := s.removeSuspended(ctx, id); err != nil {
 			writeJSONError(w, http.StatusInternalServerError, wire.CodeInternal, err.Error())
 			return
 		}
@@ -157,7 +161,7 @@ func (s *Server) deleteThread(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusNotFound, wire.CodeNotFound, fmt.Sprintf("thread %q not found", id))
 		return
 	}
-	if err := s.removeThread(r.Context(), t, wire.ErrorEnvelope(id, "", wire.CodeNotFound, "thread deleted")); err != nil {
+	if err := s.removeThread(ctx, t, wire.ErrorEnvelope(id, "", wire.CodeNotFound, "thread deleted")); err != nil {
 		t.log.Error("remove thread", "err", err)
 		writeJSONError(w, http.StatusInternalServerError, wire.CodeInternal, err.Error())
 		return
@@ -165,6 +169,10 @@ func (s *Server) deleteThread(w http.ResponseWriter, r *http.Request) {
 	t.log.Info("thread deleted")
 	w.WriteHeader(http.StatusNoContent)
 }
+
+// deleteTimeout bounds carrying out one DELETE of a thread, whether or not
+// its client waits (the engine retries removals under load).
+const deleteTimeout = 2 * time.Minute
 
 // removeThread detaches t from the server and its box, closes its clients
 // with final, forgets its record and, when t owned its box alone (thread
