@@ -161,14 +161,14 @@ func (t *thread) exitState() (sb sandbox.Sandbox, stopped bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), inspectWait)
 	defer cancel()
 	for {
-		sb, err := t.mgr.Inspect(ctx, t.res.sandbox())
+		sb, err := t.mgr.Inspect(ctx, t.box.SandboxID())
 		if err == nil && !sb.Running {
 			return sb, true
 		}
 		select {
 		case <-ctx.Done():
 			return sandbox.Sandbox{}, false
-		case <-t.stop:
+		case <-t.ctx.Done():
 			return sandbox.Sandbox{}, false
 		case <-time.After(100 * time.Millisecond):
 		}
@@ -212,7 +212,7 @@ func (t *thread) writeAgent(l *agentLink) {
 			}
 		case <-l.dead:
 			return
-		case <-t.stop:
+		case <-t.ctx.Done():
 			msg := websocket.FormatCloseMessage(closeGoingAway, "thread closed")
 			_ = l.conn.WriteControl(websocket.CloseMessage, msg, time.Now().Add(writeWait))
 			return

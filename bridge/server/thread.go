@@ -40,7 +40,6 @@ type thread struct {
 	// box is the sandbox the thread runs in (bridge/fleet); created is
 	// when the thread was made.
 	box     *fleet.Box
-	res     sandboxOf // box's current sandbox, as agentlink.go reads it
 	created time.Time
 
 	// ctx ends when the thread ends (shutdown): everything that waits on
@@ -71,7 +70,7 @@ type thread struct {
 func newThread(s *Server, id string, agent *websocket.Conn, b *fleet.Box, last uint64, log *slog.Logger) *thread {
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &thread{
-		id: id, log: log, mgr: s.cfg.Manager, box: b, res: sandboxOf{b}, srv: s, store: s.events, agent: agent, created: time.Now().UTC(),
+		id: id, log: log, mgr: s.cfg.Manager, box: b, srv: s, store: s.events, agent: agent, created: time.Now().UTC(),
 		ctx: ctx, cancel: cancel, stop: ctx.Done(),
 		toAgent: make(chan wire.Envelope, agentSendBuffer),
 		term:    newTermRelay(),
@@ -205,8 +204,3 @@ func (t *thread) Suspend(ev wire.SandboxExited) {
 	final := t.logEvent(wire.MustNew(wire.TypeSandboxExited, t.id, "", ev))
 	t.shutdown(final)
 }
-
-// sandboxOf names a box's current sandbox.
-type sandboxOf struct{ b *fleet.Box }
-
-func (r sandboxOf) sandbox() string { return r.b.SandboxID() }
