@@ -16,7 +16,7 @@ import (
 const (
 	// termBudget is how many bytes of output frames may wait for the writer
 	// before the connection counts as full (terminal.Sink.Offer refuses).
-	termBudget = 8 << 20
+	termBudget = flow.TerminalBudget
 	// termQueueLen bounds the number of queued terminal items.
 	termQueueLen = 4096
 	// coalesceItems bounds how many queued items one write gathers, so the

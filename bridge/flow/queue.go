@@ -2,6 +2,11 @@ package flow
 
 import "sync/atomic"
 
+// TerminalBudget is the byte budget of a connection's terminal queue, the
+// same in the agent and the bridge: 8 MiB of output frames may wait for a
+// writer before its connection counts as full.
+const TerminalBudget = 8 << 20
+
 // Item is one queued entry: a control message (Msg set) or an output frame.
 type Item[M any] struct {
 	// Msg is the control message, nil for a frame.

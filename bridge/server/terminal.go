@@ -21,7 +21,7 @@ import (
 // attach again for a fresh screen.
 const (
 	// termBudget is how many bytes of output frames may wait for one client.
-	termBudget = 8 << 20
+	termBudget = flow.TerminalBudget
 	// termQueueLen bounds the queued terminal items of one client. Every
 	// client has the queue, terminal or not, and a channel's buffer is
 	// allocated whole: 512 items (16 KiB) hold 2 MiB of the agent's usual
