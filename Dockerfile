@@ -9,18 +9,39 @@
 ARG BASE=debian:bookworm-slim
 FROM ${BASE}
 
+# python3-pip and python3-venv make it a workbench (about 17 MB): the sandbox
+# user installs packages into HOME, which lives on the workspace volume, so
+# they persist with it. Debian's EXTERNALLY-MANAGED marker goes: the root
+# filesystem is read-only at run time, so pip can only install for the user
+# (~/.local, "Defaulting to user installation") or into a venv. Node and npm
+# are not here (about 290 MB more); README "Deriving an image" adds them.
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      bash coreutils ca-certificates git procps python3 ripgrep tini \
- && rm -rf /var/lib/apt/lists/*
+      bash coreutils ca-certificates git procps python3 python3-pip python3-venv ripgrep tini \
+ && rm -rf /var/lib/apt/lists/* /usr/lib/python3*/EXTERNALLY-MANAGED
 
+# `python` as well as `python3` (what Debian's python-is-python3 does): tools
+# and test suites (langchain-tests' sandbox suite) call it by that name.
+#
+# HOME is /workspace/.home, on the workspace volume: writable although the
+# root filesystem is not, and kept with the workspace across sandbox
+# replacements. The agent creates it when a workspace lacks it.
 RUN groupadd --gid 1000 boxwire \
- && useradd --uid 1000 --gid 1000 --create-home --shell /bin/bash boxwire \
- && mkdir -p /workspace /run/boxwire /run/boxwire-agent \
- && chown boxwire:boxwire /workspace
+ && useradd --uid 1000 --gid 1000 --home-dir /workspace/.home --no-create-home --shell /bin/bash boxwire \
+ && mkdir -p /workspace/.home /run/boxwire /run/boxwire-agent \
+ && chown -R boxwire:boxwire /workspace \
+ && ln -s /usr/bin/python3 /usr/local/bin/python
+COPY image/profile.sh /etc/profile.d/boxwire.sh
 
+# PATH leads with ~/.local/bin (pip's scripts; npm's with the prefix), for
+# processes that read no login profile; login shells get it from
+# /etc/profile.d/boxwire.sh. Commands inherit HOME, PATH and
+# NPM_CONFIG_PREFIX from the agent (agent/tools/env.go).
 ENV LANG=C.UTF-8 \
-    BOXWIRE_WORKSPACE=/workspace
+    BOXWIRE_WORKSPACE=/workspace \
+    HOME=/workspace/.home \
+    PATH=/workspace/.home/.local/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    NPM_CONFIG_PREFIX=/workspace/.home/.local
 WORKDIR /workspace
 USER boxwire
 EXPOSE 8080

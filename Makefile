@@ -14,7 +14,7 @@ IMAGE_LABELS := --label org.opencontainers.image.version=$(VERSION) --label io.b
 
 export BOXWIRE_IMAGE := $(IMAGE)
 
-.PHONY: all build agent image engine test unit e2e security lint demo bench stress clean sdk-typescript
+.PHONY: all build agent image engine test unit e2e security lint demo bench stress clean sdk-typescript sdk-python
 
 all: build
 
@@ -73,7 +73,19 @@ sdk-typescript: image build
 	cd client/typescript && npm ci --no-audit --no-fund && npm run check && npm test
 
 ## test: lint, unit tests, the e2e suite and the SDKs' tests
-test: lint unit e2e sdk-typescript
+test: lint unit e2e sdk-typescript sdk-python
+
+## sdk-python: the Python SDK (client/python) in a venv under build/: ruff,
+## mypy --strict and pytest against a real bridge and $(IMAGE)
+PYVENV := build/pyvenv
+sdk-python: image build
+	@python3 -c 'import ensurepip, venv' 2>/dev/null || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null; }
+	@test -x $(PYVENV)/bin/pip || python3 -m venv $(PYVENV)
+	$(PYVENV)/bin/pip install -q -e 'client/python[deepagents,dev]'
+	cd client/python && ../../$(PYVENV)/bin/ruff check src tests examples && ../../$(PYVENV)/bin/ruff format --check src tests examples
+	cd client/python && ../../$(PYVENV)/bin/mypy
+	cd client/python && BOXWIRE_IMAGE=$(IMAGE) BOXWIRE_SDK_SKIP_BUILD=1 ../../$(PYVENV)/bin/pytest -q -p no:cacheprovider
 
 ## demo: build everything, start the bridge and run a short chat through the client
 demo: image build
