@@ -39,7 +39,10 @@ func (e *execute) Description() string {
 		"for typed input, the call returns at once with status awaiting_input and a job id: answer with "+
 		"job_write or stop it with job_kill. For servers and other long-running commands pass background=true "+
 		"and follow them with job_output. Long output is cut in the middle; the result then names a file with "+
-		"the full output that read_file can page through.",
+		"the full output that read_file can page through. The shell remembers: the working directory and exported "+
+		"variables a command leaves carry over to the next command (the result's cwd says where it is); pass "+
+		"fresh=true for a command that starts in the workspace with the default environment and changes nothing "+
+		"for later ones.",
 		e.ws.root, int(e.timeout.Seconds()), int(e.maxTimeout.Seconds()))
 }
 
@@ -49,7 +52,8 @@ func (*execute) Parameters() json.RawMessage {
   "properties": {
     "command": {"type": "string", "description": "The bash command line to run."},
     "timeout": {"type": "integer", "minimum": 1, "description": "Timeout in seconds."},
-    "background": {"type": "boolean", "description": "Start the command as a background job and return its id at once."}
+    "background": {"type": "boolean", "description": "Start the command as a background job and return its id at once."},
+    "fresh": {"type": "boolean", "description": "Run in a new shell in the workspace, ignoring and keeping the directory and exports earlier commands left."}
   },
   "required": ["command"]
 }`)
@@ -59,6 +63,7 @@ type executeArgs struct {
 	Command    *string `json:"command"`
 	Timeout    *int    `json:"timeout"`
 	Background bool    `json:"background"`
+	Fresh      bool    `json:"fresh"`
 }
 
 // Run runs the command on a PTY, streaming its output to call.Output. It
@@ -93,17 +98,44 @@ func (e *execute) Run(ctx context.Context, call Call) Result {
 	if args.Background {
 		stream = nil
 	}
-	j, err := e.jobs.start(*args.Command, dir, stream)
+	thread := threadOf(ctx)
+	script, sc := "", (*shellCall)(nil)
+	if !args.Fresh {
+		// A background job starts where the shell is but does not move it.
+		if script, sc, err = e.jobs.memory.prepare(thread, *args.Command, !args.Background); err != nil {
+			return failed("%v", err)
+		}
+	}
+	j, err := e.jobs.start(*args.Command, script, sc, dir, stream)
 	if err != nil {
 		return failed("start command: %v", err)
 	}
 	if args.Background {
 		j.detach()
-		return Result{Status: wire.StatusBackground, JobID: j.id,
-			Output: fmt.Sprintf("started background job %s; follow it with job_output(id=%q), stop it with job_kill", j.id, j.id)}
+		return e.withCwd(Result{Status: wire.StatusBackground, JobID: j.id,
+			Output: fmt.Sprintf("started background job %s; follow it with job_output(id=%q), stop it with job_kill", j.id, j.id)},
+			sc, thread, dir)
 	}
 	defer e.jobs.forget(j)
-	return e.wait(ctx, j, timeout)
+	res := e.wait(ctx, j, timeout)
+	if sc != nil && j.hasEnded() {
+		j.mu.Lock()
+		res.Cwd = j.cwd
+		j.mu.Unlock()
+	}
+	return e.withCwd(res, sc, thread, dir)
+}
+
+// withCwd sets res.Cwd, when the call ran in the remembered shell (sc not
+// nil) and it is not set yet, to where the thread's next command starts.
+func (e *execute) withCwd(res Result, sc *shellCall, thread, workspace string) Result {
+	if sc == nil || res.Cwd != "" {
+		return res
+	}
+	if res.Cwd = e.jobs.memory.cwd(thread); res.Cwd == "" {
+		res.Cwd = workspace
+	}
+	return res
 }
 
 // wait follows a foreground job until it ends, times out, is interrupted

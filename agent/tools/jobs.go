@@ -31,6 +31,8 @@ type jobManager struct {
 	cols  uint16
 	rows  uint16
 
+	memory *shellMemory // the threads' remembered shells (shellstate.go)
+
 	mu        sync.Mutex
 	jobs      map[string]*job
 	seq       int
@@ -52,6 +54,7 @@ type job struct {
 	proc    *shell.Process
 	done    chan struct{} // closed once the command ended and was cleaned up
 	limit   int
+	shell   *shellCall // the remembered shell's files; nil for a fresh shell
 
 	mu         sync.Mutex
 	clean      *cleaner
@@ -65,13 +68,16 @@ type job struct {
 	waitErr    error
 	stopReason string // set when we stopped it: timed_out, interrupted, killed
 	keptPath   string // the full-output file, once kept
+	cwd        string // where the remembered shell ended, once taken (shellstate.go)
 }
 
 var errJobsClosed = errors.New("the agent is shutting down")
 
-// start launches command in dir. stream, when not nil, receives the raw
-// output until the job is detached.
-func (m *jobManager) start(command, dir string, stream func([]byte)) (*job, error) {
+// start launches command in dir. The shell runs script instead when it is
+// not empty (the remembered shell's, with its files in sc); command names
+// the job. stream, when not nil, receives the raw output until the job is
+// detached.
+func (m *jobManager) start(command, script string, sc *shellCall, dir string, stream func([]byte)) (*job, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -87,13 +93,20 @@ func (m *jobManager) start(command, dir string, stream func([]byte)) (*job, erro
 		capture:    newCapture(m.limit),
 		stream:     stream,
 		lastOutput: time.Now(),
+		shell:      sc,
 	}
 	j.file = m.store.create(j.id)
 	j.clean = &cleaner{out: io.MultiWriter(j.capture, j.file)}
 	j.dir = dir
-	proc, err := m.launch(command, dir, j)
+	if script == "" {
+		script = command
+	}
+	proc, err := m.launch(script, dir, j)
 	if err != nil {
 		j.file.finish(false)
+		if sc != nil {
+			sc.remove()
+		}
 		return nil, err
 	}
 	j.proc = proc
@@ -138,7 +151,15 @@ func (m *jobManager) watch(j *job) {
 	}
 	j.stream = nil
 	file := j.file
+	// A remembered shell's state is taken only from a command that ended
+	// by itself while its call waited (not killed, not in the background).
+	if j.shell != nil && !j.background && j.stopReason == "" && err == nil {
+		j.cwd = m.memory.commit(j.shell)
+	}
 	j.mu.Unlock()
+	if j.shell != nil {
+		j.shell.remove()
+	}
 	file.finish(keep)
 	close(j.done)
 	m.trim()

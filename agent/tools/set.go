@@ -136,15 +136,16 @@ func New(cfg Config) *Set {
 	}
 	env := childEnv(cfg.Env)
 	jobs := &jobManager{
-		store: &outputStore{dir: outDir, limit: cfg.OutputDirLimit, log: cfg.Logger, inUse: map[string]bool{}},
-		limit: cfg.OutputLimit,
-		grace: cfg.KillGrace,
-		env:   env,
-		home:  envValue(env, "HOME"),
-		cols:  execCols,
-		rows:  execRows,
-		jobs:  map[string]*job{},
-		quit:  make(chan struct{}),
+		store:  &outputStore{dir: outDir, limit: cfg.OutputDirLimit, log: cfg.Logger, inUse: map[string]bool{}},
+		limit:  cfg.OutputLimit,
+		grace:  cfg.KillGrace,
+		env:    env,
+		memory: &shellMemory{dir: filepath.Join(filepath.Dir(outDir), "shell")},
+		home:   envValue(env, "HOME"),
+		cols:   execCols,
+		rows:   execRows,
+		jobs:   map[string]*job{},
+		quit:   make(chan struct{}),
 	}
 	g := make(gate, MaxBlockingCalls) // gate.go
 	all := []Tool{

@@ -51,6 +51,10 @@ type Result struct {
 	TotalBytes int64
 	TotalLines int64
 	OutputPath string
+	// Cwd is, for execute in the remembered shell (not fresh), the
+	// directory the command ended in or, when it did not end by itself,
+	// the one the thread's next command starts in.
+	Cwd string
 	// Err, when set, says the call failed and why, for the model to read.
 	Err string
 }

@@ -1,0 +1,295 @@
+package tools
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// A shell that remembers: unless a call asks for a fresh shell, execute
+// runs each command after restoring the working directory and the exported
+// variables that the thread's earlier commands left, the way a person's
+// terminal carries them from one command line to the next. Each command
+// still gets a new (or spare) login shell, so timeouts, kills and the
+// awaiting-input check work on it as on any command.
+//
+// How: the command's shell first sources a restore file written here (cd,
+// unset, export), records its exported variables, and evaluates the
+// command; then, or at an exit, it records the directory and the exported
+// variables again. Only a command that exits by itself
+// within its call changes the thread's state — by the variables it changed
+// (not the ones the login profile set), so an edit of ~/.profile still
+// shows in the next command. A command that timed out, was interrupted or
+// killed, or went on in the background leaves the state as it was.
+
+// maxShellThreads bounds how many threads' shell states are kept; the one
+// used longest ago goes first.
+const maxShellThreads = 256
+
+// maxShellRecord bounds the record a command's shell writes; a larger one
+// (a huge exported variable) is not taken and the state stays as it was.
+const maxShellRecord = 1 << 20
+
+// Variables the shell sets itself; they are never carried over.
+var shellOwnVars = map[string]bool{"PWD": true, "OLDPWD": true, "SHLVL": true, "_": true}
+
+// dumpFunc defines __boxwire_dump, which prints the exported variables
+// that are set as NAME=value, NUL-terminated, with builtins only (no
+// fork): ${!A*} … ${!_*} list every variable, ${!v@a} has x when exported.
+var dumpFunc = func() string {
+	var b strings.Builder
+	b.WriteString("__boxwire_dump() { local __boxwire_v; for __boxwire_v in")
+	for _, c := range "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_" {
+		fmt.Fprintf(&b, " ${!%c*}", c)
+	}
+	b.WriteString(`; do [[ $__boxwire_v != __boxwire_* && ${!__boxwire_v@a} == *x* && -v $__boxwire_v ]] && ` +
+		`printf '%s=%s\0' "$__boxwire_v" "${!__boxwire_v}"; done; }` + "\n")
+	return b.String()
+}()
+
+// envName matches the names a restore file may set or unset.
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// threadKey carries the thread of a call in its context (WithThread).
+type threadKey struct{}
+
+// WithThread returns ctx marked as carrying calls of the named thread:
+// execute keeps one remembered shell state per thread. Calls without it
+// share the state of the unnamed thread (enough where a sandbox serves one
+// thread).
+func WithThread(ctx context.Context, thread string) context.Context {
+	return context.WithValue(ctx, threadKey{}, thread)
+}
+
+func threadOf(ctx context.Context) string {
+	name, _ := ctx.Value(threadKey{}).(string)
+	return name
+}
+
+// shellState is what a thread's commands left: the directory the last one
+// ended in and the exported variables they set or unset.
+type shellState struct {
+	cwd   string
+	set   map[string]string
+	unset map[string]bool
+	used  uint64 // the memory's clock at the last use
+}
+
+// shellMemory holds the threads' shell states and the per-call files. It is
+// safe for concurrent use.
+type shellMemory struct {
+	dir string // per-call restore and record files, created on first use
+
+	mu      sync.Mutex
+	threads map[string]*shellState
+	clock   uint64
+}
+
+// shellCall is one command's pair of files: the restore script it sources
+// and the record its shell writes.
+type shellCall struct {
+	thread  string
+	restore string
+	record  string
+}
+
+// cwd returns the directory the thread's next command starts in, "" when
+// its commands left none.
+func (m *shellMemory) cwd(thread string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if st := m.threads[thread]; st != nil {
+		return st.cwd
+	}
+	return ""
+}
+
+// prepare writes the restore file for a command of thread and returns the
+// script its shell runs instead of command. With record false (a
+// background job) the shell restores the state but records nothing.
+func (m *shellMemory) prepare(thread, command string, record bool) (string, *shellCall, error) {
+	if err := os.MkdirAll(m.dir, 0o700); err != nil {
+		return "", nil, fmt.Errorf("shell state directory: %w", err)
+	}
+	f, err := os.CreateTemp(m.dir, "sh-*")
+	if err != nil {
+		return "", nil, fmt.Errorf("shell state file: %w", err)
+	}
+	sc := &shellCall{thread: thread, restore: f.Name()}
+	if record {
+		sc.record = f.Name() + ".rec"
+	}
+	_, err = f.WriteString(m.restoreScript(thread, sc.record, command))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		sc.remove()
+		return "", nil, fmt.Errorf("write shell state file: %w", err)
+	}
+	// The command stays in __boxwire_c (a shell variable, not exported) so
+	// that eval's messages quote it alone.
+	script := ". " + shellQuote(sc.restore) + ` || exit 125; eval "$__boxwire_c"`
+	if record {
+		script += "; __boxwire_end"
+	}
+	return script, sc, nil
+}
+
+// restoreScript is the shell code that puts thread's state back and, when
+// record names a file, records the variables now and everything at exit.
+func (m *shellMemory) restoreScript(thread, record, command string) string {
+	var b strings.Builder
+	m.mu.Lock()
+	if st := m.threads[thread]; st != nil {
+		m.clock++
+		st.used = m.clock
+		if len(st.unset) > 0 {
+			b.WriteString("unset -v")
+			for _, name := range slices.Sorted(maps.Keys(st.unset)) {
+				b.WriteString(" " + name)
+			}
+			b.WriteString(" 2>/dev/null\n")
+		}
+		for _, name := range slices.Sorted(maps.Keys(st.set)) {
+			fmt.Fprintf(&b, "export %s=%s\n", name, shellQuote(st.set[name]))
+		}
+		if st.cwd != "" {
+			q := shellQuote(st.cwd)
+			fmt.Fprintf(&b, "cd -- %s 2>/dev/null || printf 'boxwire: %%s is gone; starting in %%s\\n' %s \"$PWD\" >&2\n", q, q)
+		}
+	}
+	m.mu.Unlock()
+	if record != "" {
+		q := shellQuote(record)
+		b.WriteString(dumpFunc)
+		fmt.Fprintf(&b, "{ printf 'B\\0'; __boxwire_dump; } > %s 2>/dev/null\n", q)
+		// __boxwire_end records after the command; exit records first. A
+		// subshell's exit records nothing; a command killed, exec'd or
+		// stopped by set -e records nothing either (no EXIT trap: with one,
+		// bash would catch the kill signals and end differently).
+		fmt.Fprintf(&b, "__boxwire_pid=$BASHPID\n"+
+			"__boxwire_save() { [[ $BASHPID == \"$__boxwire_pid\" ]] || return 0; { set +eux; } 2>/dev/null; "+
+			"{ printf 'E\\0%%s\\0' \"$PWD\"; __boxwire_dump; printf 'Z\\0'; } >> %s 2>/dev/null; }\n", q)
+		b.WriteString(`exit() { __boxwire_s=$?; __boxwire_save; builtin exit "${@:-$__boxwire_s}"; }` + "\n" +
+			`__boxwire_end() { __boxwire_s=$?; __boxwire_save; builtin exit "$__boxwire_s"; }` + "\n")
+	}
+	b.WriteString("__boxwire_c=" + shellQuote(command) + "\n")
+	return b.String()
+}
+
+// commit takes what the command of sc recorded into its thread's state and
+// returns the directory the command ended in ("" when it recorded
+// nothing usable). Call it only for a command that exited by itself.
+func (m *shellMemory) commit(sc *shellCall) string {
+	if sc.record == "" {
+		return ""
+	}
+	raw, err := readCapped(sc.record, maxShellRecord)
+	if err != nil {
+		return ""
+	}
+	before, cwd, after, ok := parseShellRecord(raw)
+	if !ok {
+		return ""
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st := m.threads[sc.thread]
+	if st == nil {
+		if m.threads == nil {
+			m.threads = map[string]*shellState{}
+		}
+		m.evictLocked()
+		st = &shellState{set: map[string]string{}, unset: map[string]bool{}}
+		m.threads[sc.thread] = st
+	}
+	m.clock++
+	st.used, st.cwd = m.clock, cwd
+	for name, v := range after {
+		if old, had := before[name]; !had || old != v {
+			st.set[name] = v
+			delete(st.unset, name)
+		}
+	}
+	for name := range before {
+		if _, kept := after[name]; !kept {
+			st.unset[name] = true
+			delete(st.set, name)
+		}
+	}
+	return cwd
+}
+
+// evictLocked makes room for one more thread. Called with m.mu held.
+func (m *shellMemory) evictLocked() {
+	for len(m.threads) >= maxShellThreads {
+		oldest := ""
+		for name, st := range m.threads {
+			if oldest == "" || st.used < m.threads[oldest].used {
+				oldest = name
+			}
+		}
+		delete(m.threads, oldest)
+	}
+}
+
+// remove deletes the call's files.
+func (sc *shellCall) remove() {
+	_ = os.Remove(sc.restore)
+	if sc.record != "" {
+		_ = os.Remove(sc.record)
+	}
+}
+
+// parseShellRecord reads a record: "B", the variables at start, "E", the
+// directory, the variables at exit, "Z", each NUL-terminated, variables as
+// NAME=value (a marker has no "="). ok is false unless both parts are whole.
+func parseShellRecord(raw []byte) (before map[string]string, cwd string, after map[string]string, ok bool) {
+	fields := strings.Split(string(raw), "\x00")
+	n := len(fields)
+	if n < 5 || fields[0] != "B" || fields[n-1] != "" || fields[n-2] != "Z" {
+		return nil, "", nil, false
+	}
+	fields = fields[1 : n-2]
+	mid := slices.Index(fields, "E")
+	if mid < 0 || mid+1 >= len(fields) || fields[mid+1] == "" {
+		return nil, "", nil, false
+	}
+	return envMap(fields[:mid]), fields[mid+1], envMap(fields[mid+2:]), true
+}
+
+// envMap maps NAME=value fields, leaving out the shell's own variables.
+func envMap(fields []string) map[string]string {
+	m := make(map[string]string, len(fields))
+	for _, f := range fields {
+		name, v, found := strings.Cut(f, "=")
+		if found && envName.MatchString(name) && !shellOwnVars[name] {
+			m[name] = v
+		}
+	}
+	return m
+}
+
+// readCapped reads path when it holds at most limit bytes.
+func readCapped(path string, limit int64) ([]byte, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if fi.Size() > limit {
+		return nil, fmt.Errorf("%s: %d bytes, more than %d", filepath.Base(path), fi.Size(), limit)
+	}
+	return os.ReadFile(path)
+}
+
+// shellQuote quotes s for bash as one word.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
