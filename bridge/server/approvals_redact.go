@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/json"
 	"sync"
 
 	"github.com/boxwire/boxwire/bridge/wire"
@@ -106,4 +107,53 @@ func (t *thread) flushHeld(match func(callID string) bool) []wire.Envelope {
 		out = append(out, env)
 	}
 	return out
+}
+
+// heldRecord is a kept-back output tail as the cursor stores it.
+type heldRecord struct {
+	CallID string        `json:"call_id"`
+	Text   string        `json:"text"`
+	Env    wire.Envelope `json:"env"`
+}
+
+// HeldSnapshot encodes the output tails kept back, which the agent cursor
+// covers but the log does not hold yet; nil when none (agentlink.Thread:
+// stored with the cursor).
+func (t *thread) HeldSnapshot() json.RawMessage {
+	h := &t.gate.held
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.calls) == 0 {
+		return nil
+	}
+	recs := make([]heldRecord, 0, len(h.calls))
+	for id, tl := range h.calls {
+		// flushHeld needs only the call id, thread and id of the envelope,
+		// not the last chunk's output.
+		env := wire.MustNew(tl.env.Type, tl.env.Thread, tl.env.ID, wire.ToolOutput{CallID: id})
+		recs = append(recs, heldRecord{CallID: id, Text: tl.text, Env: env})
+	}
+	data, err := json.Marshal(recs)
+	if err != nil {
+		return nil
+	}
+	return data
+}
+
+// RestoreHeld takes back the output tails of a stored cursor
+// (agentlink.Thread); it runs before the link starts.
+func (t *thread) RestoreHeld(data json.RawMessage) {
+	var held []heldRecord
+	if json.Unmarshal(data, &held) != nil {
+		return
+	}
+	h := &t.gate.held
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.calls == nil {
+		h.calls = map[string]heldTail{}
+	}
+	for _, r := range held {
+		h.calls[r.CallID] = heldTail{text: r.Text, env: r.Env}
+	}
 }

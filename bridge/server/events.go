@@ -10,7 +10,7 @@ import (
 // The event path. Every event of a thread passes these stages, in this
 // order, each in one place:
 //
-//  1. resume and dedupe — agentEvent (resume.go), for the agent's events
+//  1. resume and dedupe — agentEvent (bridge/agentlink), for the agent's events
 //     only: events before the agent's resumed and events at or below the
 //     thread's agent cursor are dropped (the replay brings them, or the log
 //     has them); a gap is published as events_lost first. The bridge's own
@@ -20,14 +20,14 @@ import (
 //     a client or the log; a tool_output tail that may hold the start of
 //     one is kept back until the next chunk or the result.
 //  3. log append — logAppend: the old agent's late answers for work the
-//     bridge ended are dropped (openWork, turnend.go); the event is
+//     bridge ended are dropped (agentlink's Link.Track); the event is
 //     numbered with the thread's next seq and queued to the store.
 //  4. fan-out — fanOut, once the store committed it: the event enters the
 //     thread's tail and every attached client's writer is woken; each
 //     writer reads it from the tail by cursor (client.go writePump).
 //
-// publish and logEvent are the entries; fromAgent (agentlink.go) routes
-// the agent's messages to stage 1.
+// publish and logEvent are the entries; the agent link's fromAgent
+// (bridge/agentlink) routes the agent's messages to stage 1.
 
 // publish runs env through stages 2-4: it redacts, numbers and stores env;
 // once the store has committed it, it is fanned out. It does not block
@@ -62,7 +62,7 @@ func (t *thread) append(env wire.Envelope, done chan<- wire.Envelope) wire.Envel
 func (t *thread) logAppend(env wire.Envelope, done chan<- wire.Envelope) wire.Envelope {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.open.track(env) { // turnend.go: the bridge ended this work already
+	if t.link.Track(env) { // bridge/agentlink: the bridge ended this work already
 		t.log.Info("dropped the old agent's answer for work the bridge ended", "type", env.Type)
 		if done != nil {
 			done <- env

@@ -91,26 +91,10 @@ func (t *thread) working() bool {
 // after its work or a grace).
 func (t *thread) Working() bool { return t.working() }
 
-// replacedLoss handles the end of l's agent connection when the fleet
-// knows why (fleet.LossCause: it removed the sandbox on purpose for its
-// maximum lifetime or an image update, another thread already replaced the
-// shared sandbox, or a shared sandbox stopped): it publishes
-// sandbox_exited and replaces the sandbox (replace). It returns false,
-// doing nothing, when agentLost's own handling applies (a thread-scope
-// sandbox that died, or a connection lost while the sandbox runs). It runs
-// on l's readAgent.
-func (t *thread) replacedLoss(l *agentLink) bool {
-	ev, known := t.srv.fleet.LossCause(t.ctx, t.box, t.id)
-	if !known {
-		return false
-	}
-	t.publish(wire.MustNew(wire.TypeSandboxExited, t.id, "", ev))
-	t.log.Warn("agent connection ended: sandbox replaced", "reason", ev.Reason)
-	t.endLostWork(ev.Message) // turnend.go: the replacement runs none of it
-	<-l.writerDone
-	if err := t.replace(ev); err != nil {
-		t.log.Error("replace sandbox", "err", err)
-		t.publish(wire.ErrorEnvelope(t.id, "", wire.CodeSandboxUnavailable, "%s; no replacement: %v", ev.Message, err))
-	}
-	return true
+// AgentResumed takes the agent's account of its work from its resumed
+// answer (agentlink.Thread).
+func (t *thread) AgentResumed(r wire.Resumed) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.events.work.resumed(r, t.events.committed, t.events.next)
 }

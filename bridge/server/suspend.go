@@ -7,6 +7,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/boxwire/boxwire/bridge/agentlink"
 	"github.com/boxwire/boxwire/bridge/fleet"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
@@ -58,7 +59,7 @@ func (s *Server) resumeThread(ctx context.Context, id string) (t *thread, found 
 // registers the thread in b, no longer suspended.
 func (s *Server) resumeIn(ctx context.Context, b *fleet.Box, conn *websocket.Conn, rec ThreadRecord) (*thread, int, error) {
 	log := s.log.With("thread", rec.ID)
-	n, err := sendHistory(conn, s.events, rec.ID, log)
+	n, err := agentlink.SendHistory(conn, s.events, rec.ID, log)
 	if err != nil {
 		conn.Close()
 		return nil, 0, err

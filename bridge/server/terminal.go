@@ -82,29 +82,6 @@ func (c *client) writeTerm(out flow.Item[wire.Envelope]) error {
 	return c.w().Binary(out.Frame)
 }
 
-// readAgentFrame reads a binary frame from the agent into a buffer of its
-// own size, reading through scratch (the link reader's, reused): one
-// allocation per frame, where io.ReadAll grows a buffer several times. A
-// frame over maxInputFrame is cut there (ParseFrame then refuses it).
-func readAgentFrame(r io.Reader, scratch *[]byte) ([]byte, error) {
-	if *scratch == nil {
-		*scratch = make([]byte, maxInputFrame+1)
-	}
-	buf := *scratch
-	n := 0
-	for n < len(buf) {
-		k, err := r.Read(buf[n:])
-		n += k
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-	return append([]byte(nil), buf[:n]...), nil
-}
-
 // termRelay is a thread's terminal state: which clients watch which session,
 // and the input frames waiting for the agent writer.
 type termRelay struct {
@@ -258,9 +235,4 @@ func (t *thread) terminalInput(c *client, r io.Reader) {
 	case <-timer.C:
 		c.enqueue(wire.ErrorEnvelope(t.id, "", wire.CodeSandboxUnavailable, "agent is not accepting input"))
 	}
-}
-
-// writeAgentInput writes one input frame to the agent.
-func (t *thread) writeAgentInput(data []byte) error {
-	return flow.Writer{Conn: t.agent, Wait: writeWait}.Binary(data)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/boxwire/boxwire/bridge/agentlink"
 	"github.com/boxwire/boxwire/bridge/fleet"
 	"github.com/boxwire/boxwire/bridge/sandbox"
 	"github.com/boxwire/boxwire/bridge/wire"
@@ -18,29 +19,27 @@ const (
 	agentSendBuffer = 64
 	// agentSendWait bounds handing a request to a busy agent writer.
 	agentSendWait = 10 * time.Second
-	// inspectWait bounds asking the engine why an agent went away; the
-	// engine may report the exit a moment after the socket closes.
+	// inspectWait bounds asking the engine for a stopped sandbox's log.
 	inspectWait = 3 * time.Second
 )
 
-// thread is one conversation: its agent connection, event log and attached
-// clients. Its agent goroutines (readAgent, writeAgent) are owned by the
-// thread and waited for by shutdown; when a sandbox is replaced
-// (replace.go) readAgent starts the next pair before it returns. It is a
-// member of its box in the fleet (fleet.Member).
+// thread is one conversation: its agent link, event log and attached
+// clients. The link's goroutines (bridge/agentlink: one reader and one
+// writer per agent connection) are counted in wg and waited for by
+// shutdown; when a sandbox is replaced the old reader starts the next pair
+// before it returns. It is a member of its box in the fleet (fleet.Member)
+// and the link's agentlink.Thread.
 type thread struct {
 	id    string
 	log   *slog.Logger
 	mgr   sandbox.Manager
 	srv   *Server
 	store eventStore
-	// agent is the current agent connection; it is written only while no
-	// writeAgent runs (replace.go), and read by writeAgent.
-	agent *websocket.Conn
 	// box is the sandbox the thread runs in (bridge/fleet); created is
 	// when the thread was made.
 	box     *fleet.Box
 	created time.Time
+	link    *agentlink.Link // the agent connection, and the next one
 
 	// ctx ends when the thread ends (shutdown): everything that waits on
 	// the thread selects on ctx.Done(); stop is the same channel, for
@@ -54,36 +53,35 @@ type thread struct {
 	toAgent chan wire.Envelope
 	term    *termRelay // terminal sessions' watchers and input (terminal.go)
 	gate    gate       // approval policy and pending requests (approvals.go)
-	sent    inflight   // requests the agent has not answered yet (inflight.go)
 
 	mu      sync.Mutex
-	link    *agentLink  // the current agent connection's state
-	cursor  agentCursor // where the log is in the agent's numbering (resume.go)
 	events  eventLog
-	open    openWork           // the turn and calls the log shows running (turnend.go)
 	clients map[string]*client // by connection id
 	closing bool
 }
 
-// newThread starts the agent goroutines for a connected, greeted agent.
-// Its events are numbered after last, the newest seq st holds for id.
+// newThread starts the agent link for a connected, greeted agent. Its
+// events are numbered after last, the newest seq st holds for id.
 func newThread(s *Server, id string, agent *websocket.Conn, b *fleet.Box, last uint64, log *slog.Logger) *thread {
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &thread{
-		id: id, log: log, mgr: s.cfg.Manager, box: b, srv: s, store: s.events, agent: agent, created: time.Now().UTC(),
+		id: id, log: log, mgr: s.cfg.Manager, box: b, srv: s, store: s.events, created: time.Now().UTC(),
 		ctx: ctx, cancel: cancel, stop: ctx.Done(),
 		toAgent: make(chan wire.Envelope, agentSendBuffer),
 		term:    newTermRelay(),
-		link:    newLink(agent),
 		events:  newEventLog(last, s.cfg.MaxStoredOutput),
 		clients: make(map[string]*client),
 	}
-	t.open.loaded = last == 0 // turnend.go: a stored log is read when needed
-	t.loadCursor()            // resume.go
-	t.loadInflight()          // inflight.go
-	t.startLink(t.link)
+	t.link = agentlink.New(ctx, agent, agentlink.Config{
+		ID: id, Log: log, Thread: t, Fleet: s.fleet, Box: b, Manager: s.cfg.Manager, Store: s.events,
+		Server: s.ctx, Group: &t.wg, Requests: t.toAgent, Input: t.term.input, LogEmpty: last == 0,
+	})
+	t.link.Start()
 	return t
 }
+
+// deadCh is closed when the current agent connection has ended.
+func (t *thread) deadCh() <-chan struct{} { return t.link.Dead() }
 
 // attach adds c to the thread. Its writer sends hello first, then every
 // event after afterSeq from the tail or the store, then live ones, by
@@ -116,11 +114,11 @@ func (t *thread) request(c *client, env wire.Envelope) {
 	switch {
 	case wire.IsTerminal(env.Type) && !t.terminalRequest(c, env):
 		return
-	case env.Type == wire.TypeHistory: // the bridge's alone (replace.go)
+	case env.Type == wire.TypeHistory: // the bridge's alone (agentlink.SendHistory)
 		c.enqueue(wire.ErrorEnvelope(t.id, env.ID, wire.CodeNotAllowed, "history is sent only by the bridge"))
 		return
 	case env.Type == wire.TypeClaim || env.Type == wire.TypeClaimed, // pool.go
-		env.Type == wire.TypeResume || env.Type == wire.TypeResumed: // resume.go
+		env.Type == wire.TypeResume || env.Type == wire.TypeResumed: // agentlink
 		c.enqueue(wire.ErrorEnvelope(t.id, env.ID, wire.CodeNotAllowed, "%s is between the agent and the bridge", env.Type))
 		return
 	case wire.IsRequest(env.Type):
@@ -136,7 +134,7 @@ func (t *thread) request(c *client, env wire.Envelope) {
 		return
 	}
 	origID := env.ID
-	env.Thread, env.Seq, env.ID = t.id, 0, routedID(c.id, origID, env.Type) // inflight.go
+	env.Thread, env.Seq, env.ID = t.id, 0, agentlink.RoutedID(c.id, origID, env.Type)
 	dead := t.deadCh()
 	select {
 	case <-dead:
@@ -166,6 +164,7 @@ func (t *thread) shutdown(final wire.Envelope) {
 		clients := t.clients
 		t.clients = map[string]*client{}
 		t.mu.Unlock()
+		t.link.Stop() // a connection lost from now on is not replaced
 		for _, c := range clients {
 			if final.Type != "" {
 				c.kick(closeNormal, "thread closed", &final)
@@ -203,4 +202,38 @@ func (t *thread) Suspend(ev wire.SandboxExited) {
 	s.mu.Unlock()
 	final := t.logEvent(wire.MustNew(wire.TypeSandboxExited, t.id, "", ev))
 	t.shutdown(final)
+}
+
+// Deliver takes an agent message that is not an event
+// (agentlink.Thread): a tool_check, a terminal message, or a reply for
+// the client connID names.
+func (t *thread) Deliver(env wire.Envelope, connID string, routed bool) {
+	if env.Type == wire.TypeToolCheck { // approvals.go
+		t.toolCheck(env)
+		return
+	}
+	if wire.IsTerminal(env.Type) && t.terminalFromAgent(env, connID) {
+		return
+	}
+	t.mu.Lock()
+	c := t.clients[connID]
+	t.mu.Unlock()
+	if !routed || c == nil {
+		t.log.Debug("reply without a client", "type", env.Type, "id", env.ID)
+		return
+	}
+	c.enqueue(env)
+}
+
+// TerminalOutput fans an agent's terminal frame out (agentlink.Thread,
+// terminal.go).
+func (t *thread) TerminalOutput(frame []byte) { t.terminalOutput(frame) }
+
+// SandboxExited publishes that sb stopped, and logs why
+// (agentlink.Thread).
+func (t *thread) SandboxExited(sb sandbox.Sandbox) wire.SandboxExited {
+	ev := exitEvent(sb)
+	t.publish(wire.MustNew(wire.TypeSandboxExited, t.id, "", ev))
+	t.logExit(sb, ev.Message) // threads.go
+	return ev
 }

@@ -1,4 +1,4 @@
-package server
+package agentlink
 
 import (
 	"encoding/json"
@@ -23,9 +23,9 @@ type openCall struct {
 }
 
 // openWork is what the thread's log shows running, as of the newest
-// published event. The thread's mutex guards it. Events are tracked when
-// they are numbered (logAppend, events.go), so the view follows publication order,
-// not the store's commits.
+// published event. The link's mutex guards it. Events are tracked when
+// the thread numbers them (Track), so the view follows publication
+// order, not the store's commits.
 type openWork struct {
 	// loaded is false for a thread made from a stored log (adoption,
 	// resume) until the log was read once (loadOpenWork).
@@ -141,52 +141,52 @@ func (w *openWork) orphans(running func(callID string) bool, turnRuns bool) (cal
 // endLostWork ends every turn and call the log shows running: their agent
 // is gone and nothing continues them (the sandbox stopped; a replacement
 // starts with none of them). why is shown as each call's error. It runs on
-// a readAgent (the lost link's, before the replacement).
-func (t *thread) endLostWork(why string) {
-	t.endWork(why, nil, false)
+// a reader (the lost connection's, before the replacement).
+func (l *Link) endLostWork(why string) {
+	l.endWork(why, nil, false)
 }
 
 // endWork publishes a tool_result for each open call that running does not
 // name, then a turn_done for the open turn unless turnRuns.
-func (t *thread) endWork(why string, running func(string) bool, turnRuns bool) {
-	t.loadOpenWork()
-	t.mu.Lock()
-	calls, turn := t.open.orphans(running, turnRuns)
-	t.mu.Unlock()
+func (l *Link) endWork(why string, running func(string) bool, turnRuns bool) {
+	l.loadOpenWork()
+	l.mu.Lock()
+	calls, turn := l.open.orphans(running, turnRuns)
+	l.mu.Unlock()
 	if len(calls) == 0 && turn == nil {
 		return
 	}
-	t.log.Warn("ending work its agent no longer runs", "calls", len(calls), "turn", turn != nil, "why", why)
+	l.log.Warn("ending work its agent no longer runs", "calls", len(calls), "turn", turn != nil, "why", why)
 	for _, env := range calls {
 		var r wire.ToolResult
 		_ = env.Decode(&r) // made above
 		r.Status, r.Error = wire.StatusSandboxLost, why
-		t.publish(wire.MustNew(wire.TypeToolResult, t.id, env.ID, r))
+		l.cfg.Thread.Publish(wire.MustNew(wire.TypeToolResult, l.id, env.ID, r))
 	}
 	if turn != nil {
 		env := *turn
-		env.Thread = t.id
-		t.publish(env)
+		env.Thread = l.id
+		l.cfg.Thread.Publish(env)
 	}
 }
 
 // loadOpenWork reads, once, what a log made before this thread existed
 // shows running (a thread adopted after a restart or resumed from
-// suspension): it scans the stored events. It runs on a readAgent, which
+// suspension): it scans the stored events. It runs on a reader, which
 // is where the work-tracking events are published.
-func (t *thread) loadOpenWork() {
-	t.mu.Lock()
-	loaded := t.open.loaded
-	t.mu.Unlock()
+func (l *Link) loadOpenWork() {
+	l.mu.Lock()
+	loaded := l.open.loaded
+	l.mu.Unlock()
 	if loaded {
 		return
 	}
-	t.store.Flush()
+	l.cfg.Store.Flush()
 	var scan openWork
 	for after := uint64(0); ; {
-		evs, err := t.store.Events(t.id, after, 4096)
+		evs, err := l.cfg.Store.Events(l.id, after, 4096)
 		if err != nil {
-			t.log.Error("read the log for running work; it is not ended", "err", err)
+			l.log.Error("read the log for running work; it is not ended", "err", err)
 			break
 		}
 		if len(evs) == 0 {
@@ -197,34 +197,34 @@ func (t *thread) loadOpenWork() {
 			scan.track(e)
 		}
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.open.loaded {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.open.loaded {
 		return
 	}
-	scan.loaded, scan.endedTurn, scan.endedCalls = true, t.open.endedTurn, t.open.endedCalls
-	scan.account, scan.accountAt = t.open.account, t.open.accountAt
-	t.open = scan
+	scan.loaded, scan.endedTurn, scan.endedCalls = true, l.open.endedTurn, l.open.endedCalls
+	scan.account, scan.accountAt = l.open.account, l.open.accountAt
+	l.open = scan
 }
 
 // noteResumed keeps the agent's account of its work from a resumed
 // answer, to compare with the log once the replay is published; with
-// nothing to replay it compares at once. It runs on readAgent, after
+// nothing to replay it compares at once. It runs on the reader, after
 // resumeAnswer took env.
-func (t *thread) noteResumed(env wire.Envelope) {
+func (l *Link) noteResumed(env wire.Envelope) {
 	var r wire.Resumed
 	if env.Type != wire.TypeResumed || env.Decode(&r) != nil {
 		return
 	}
 	done := r.Seq <= r.After // nothing to replay
-	t.mu.Lock()
-	t.open.account, t.open.accountAt = &r, r.Seq
+	l.mu.Lock()
+	l.open.account, l.open.accountAt = &r, r.Seq
 	if done {
-		t.open.accountAt = 0
+		l.open.accountAt = 0
 	}
-	t.mu.Unlock()
+	l.mu.Unlock()
 	if done {
-		t.replayPublished(0)
+		l.replayPublished(0)
 	}
 }
 
@@ -233,20 +233,31 @@ func (t *thread) noteResumed(env wire.Envelope) {
 // account agree on what runs, and what the log shows running but the
 // agent does not (another agent process answered: it restarted, or the
 // sandbox is new) is ended.
-func (t *thread) replayPublished(seq uint64) {
-	t.mu.Lock()
-	r := t.open.account
-	if r == nil || seq < t.open.accountAt {
-		t.mu.Unlock()
+func (l *Link) replayPublished(seq uint64) {
+	l.mu.Lock()
+	r := l.open.account
+	if r == nil || seq < l.open.accountAt {
+		l.mu.Unlock()
 		return
 	}
-	t.open.account = nil
-	t.mu.Unlock()
+	l.open.account = nil
+	l.mu.Unlock()
 	running := map[string]bool{}
 	for _, id := range r.Calls {
 		running[id] = true
 	}
 	turnRuns := r.Turn || (r.Busy && len(r.Calls) == 0)
-	t.endWork("no result: the agent that ran this call restarted and no longer runs it",
+	l.endWork("no result: the agent that ran this call restarted and no longer runs it",
 		func(id string) bool { return running[id] }, turnRuns)
+}
+
+// Track updates the link's view of the running work with one event the
+// thread is about to number, and reports whether the thread must drop it
+// instead: the old agent's late tool_output, tool_result or turn_done for
+// work the bridge already ended. The thread calls it under its own lock,
+// in the order it numbers events.
+func (l *Link) Track(env wire.Envelope) (drop bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.open.track(env)
 }

@@ -1,4 +1,4 @@
-package server
+package agentlink
 
 import (
 	"crypto/rand"
@@ -37,7 +37,7 @@ type inflight struct {
 }
 
 // sentReq is one tracked request and the agent link it was written on
-// (agentLink.n; 0: restored from the store).
+// (connection.n; 0: restored from the store).
 type sentReq struct {
 	env  wire.Envelope
 	link uint64
@@ -49,9 +49,8 @@ type sentReq struct {
 // request for one it ran before another bridge process restarted the
 // connection numbering.
 var (
-	runTag  = newRunTag()
-	reqTag  atomic.Uint64
-	linkSeq atomic.Uint64 // numbers agent links (newLink)
+	runTag = newRunTag()
+	reqTag atomic.Uint64
 )
 
 func newRunTag() string {
@@ -60,8 +59,9 @@ func newRunTag() string {
 	return hex.EncodeToString(b)
 }
 
-// routedID is the id a client's request is sent to the agent with.
-func routedID(connID, id string, typ wire.Type) string {
+// RoutedID is the id a client's request is sent to the agent with: the
+// client connection's id connID, a "/" and the client's own id.
+func RoutedID(connID, id string, typ wire.Type) string {
 	if startsWork(typ) {
 		connID += "~" + runTag + "." + strconv.FormatUint(reqTag.Add(1), 10)
 	}
@@ -181,51 +181,51 @@ func (f *inflight) stale(link uint64) []wire.Envelope {
 }
 
 // loadInflight restores the thread's stored requests in flight and saves
-// later changes. It runs in newThread, before the agent goroutines.
-func (t *thread) loadInflight() {
-	reqs, err := t.store.Inflight(t.id)
+// later changes. It runs in New.
+func (l *Link) loadInflight() {
+	reqs, err := l.cfg.Store.Inflight(l.id)
 	if err != nil {
-		t.log.Error("read requests in flight; they are not sent again", "err", err)
+		l.log.Error("read requests in flight; they are not sent again", "err", err)
 	}
 	if len(reqs) > 0 {
-		t.log.Info("requests in flight before the restart; sent again after the agent's replay", "requests", len(reqs))
-		t.sent.restore(reqs)
+		l.log.Info("requests in flight before the restart; sent again after the agent's replay", "requests", len(reqs))
+		l.sent.restore(reqs)
 	}
-	t.sent.save = func(reqs []wire.Envelope) { t.store.SaveInflight(t.id, reqs) }
+	l.sent.save = func(reqs []wire.Envelope) { l.cfg.Store.SaveInflight(l.id, reqs) }
 }
 
 // resend hands the requests the old agent never answered to the new one.
-// It runs on replace, after the new link started.
-func (t *thread) resend() {
-	t.queueAgain(t.sent.take(), "sending the new agent the requests the old one never answered")
+// It runs on replace, after the new connection started.
+func (l *Link) resend() {
+	l.queueAgain(l.sent.take(), "sending the new agent the requests the old one never answered")
 }
 
 // resendStale sends again the requests written on an earlier link (or
 // before a restart) that the agent has not answered, not even in the
 // replay it just sent: it runs once the current link's replay is
 // processed (resume.go). An agent that had accepted one answers accepted.
-func (t *thread) resendStale() {
-	t.mu.Lock()
-	link := t.link.n
-	t.mu.Unlock()
-	t.queueAgain(t.sent.stale(link), "sending the agent again the requests it has not answered")
+func (l *Link) resendStale() {
+	l.mu.Lock()
+	link := l.cur.n
+	l.mu.Unlock()
+	l.queueAgain(l.sent.stale(link), "sending the agent again the requests it has not answered")
 }
 
-// queueAgain queues reqs for the agent writer on a goroutine owned by the
-// thread (it ends when they are queued or the thread stops). It runs on a
-// readAgent, also in wg, so shutdown is not waiting yet.
-func (t *thread) queueAgain(reqs []wire.Envelope, msg string) {
+// queueAgain queues reqs for the agent writer on a goroutine counted in
+// Config.Group (it ends when they are queued or the thread ends). It runs
+// on a reader, also counted there, so the thread is not waiting yet.
+func (l *Link) queueAgain(reqs []wire.Envelope, msg string) {
 	if len(reqs) == 0 {
 		return
 	}
-	t.log.Info(msg, "requests", len(reqs))
-	t.wg.Add(1)
+	l.log.Info(msg, "requests", len(reqs))
+	l.cfg.Group.Add(1)
 	go func() {
-		defer t.wg.Done()
+		defer l.cfg.Group.Done()
 		for _, env := range reqs { // the writer tracks them again
 			select {
-			case t.toAgent <- env:
-			case <-t.ctx.Done():
+			case l.cfg.Requests <- env:
+			case <-l.ctx.Done():
 				return
 			}
 		}
