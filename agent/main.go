@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -89,6 +90,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
+	makeHome(getenv("HOME"), o.workspace, log)
 	pos := posture.Read()
 	log.Info("posture", "posture", pos)
 	toolCfg := o.tools // the limits; the rest is filled in here
@@ -117,4 +119,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	err = srv.Run(ctx, ln)
 	log.Info("agent stopped", "err", err)
 	return err
+}
+
+// makeHome creates HOME when it lies in the workspace (the image's
+// /workspace/.home) and this workspace has none yet, so that it is writable
+// and kept with the workspace.
+func makeHome(home, workspace string, log *slog.Logger) {
+	home, workspace = filepath.Clean(home), filepath.Clean(workspace)
+	if !filepath.IsAbs(home) || !strings.HasPrefix(home, workspace+string(filepath.Separator)) {
+		return
+	}
+	if err := os.MkdirAll(home, 0o755); err != nil {
+		log.Warn("create HOME", "home", home, "err", err)
+	}
 }

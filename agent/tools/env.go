@@ -7,8 +7,12 @@ import (
 
 // inheritedEnv names the variables of the agent's own environment that
 // commands inherit. Everything else — the model endpoint's key, the
-// agent's token and configuration — stays with the agent.
-var inheritedEnv = []string{"PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "USER", "LOGNAME", "SHELL", "TZ", "TMPDIR"}
+// agent's token and configuration — stays with the agent. Besides the
+// basics, where packages go: the image sets HOME on the workspace
+// (/workspace/.home, pip's user site below it) and NPM_CONFIG_PREFIX there;
+// PYTHONUSERBASE and VIRTUAL_ENV are for derived images that move them.
+var inheritedEnv = []string{"PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "USER", "LOGNAME", "SHELL", "TZ", "TMPDIR",
+	"NPM_CONFIG_PREFIX", "PYTHONUSERBASE", "VIRTUAL_ENV"}
 
 // execEnv is laid over the inherited variables for every command so that
 // nothing waits for a human: pagers print straight through, git and package
@@ -26,6 +30,7 @@ var execEnv = []string{
 	"VISUAL=true",
 	"DEBIAN_FRONTEND=noninteractive",
 	"PIP_NO_INPUT=1",
+	"PIP_DISABLE_PIP_VERSION_CHECK=1", // no call to the index for its version
 	"NO_COLOR=1",
 	"CI=1",
 }
