@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/boxwire/boxwire/bridge/store"
+	"github.com/boxwire/boxwire/bridge/threadlog"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -26,8 +27,17 @@ import (
 //     thread's tail and every attached client's writer is woken; each
 //     writer reads it from the tail by cursor (client.go writePump).
 //
+// The thread's numbering and tail are a threadlog.Log.
+//
 // publish and logEvent are the entries; the agent link's fromAgent
 // (bridge/agentlink) routes the agent's messages to stage 1.
+
+// replayBatch is how many events a client's writer takes at a time.
+const replayBatch = 256
+
+// DefaultMaxStoredOutput caps the tool_output bytes of one call kept in the
+// store (Config.MaxStoredOutput).
+const DefaultMaxStoredOutput = threadlog.DefaultMaxStoredOutput
 
 // publish runs env through stages 2-4: it redacts, numbers and stores env;
 // once the store has committed it, it is fanned out. It does not block
@@ -69,10 +79,9 @@ func (t *thread) logAppend(env wire.Envelope, done chan<- wire.Envelope) wire.En
 		}
 		return env
 	}
-	t.events.next++
-	env.Seq = t.events.next
-	stored := t.events.forStore(env)
-	t.events.forget(env)
+	env = t.events.Number(env)
+	stored := t.events.ForStore(env)
+	t.events.Forget(env)
 	t.store.Append(t.id, stored, func(err error) {
 		switch {
 		case errors.Is(err, store.ErrDeleted): // the thread is being removed
@@ -92,7 +101,7 @@ func (t *thread) logAppend(env wire.Envelope, done chan<- wire.Envelope) wire.En
 func (t *thread) fanOut(env wire.Envelope) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.events.add(env)
+	t.events.Add(env)
 	for _, c := range t.clients {
 		c.wakeUp()
 	}
@@ -103,8 +112,8 @@ func (t *thread) fanOut(env wire.Envelope) {
 // (retention), it returns the oldest the thread still has.
 func (t *thread) eventsAfter(after uint64) []wire.Envelope {
 	t.mu.Lock()
-	committed := t.events.committed
-	evs, ok := t.events.fromTail(after, replayBatch)
+	committed := t.events.Committed()
+	evs, ok := t.events.FromTail(after, replayBatch)
 	t.mu.Unlock()
 	if ok || after >= committed {
 		return evs
@@ -118,7 +127,7 @@ func (t *thread) eventsAfter(after uint64) []wire.Envelope {
 	}
 	if len(evs) == 0 {
 		t.mu.Lock()
-		evs = t.events.head(replayBatch)
+		evs = t.events.Head(replayBatch)
 		t.mu.Unlock()
 	}
 	return evs
@@ -128,5 +137,5 @@ func (t *thread) eventsAfter(after uint64) []wire.Envelope {
 func (t *thread) committedSeq() uint64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.events.committed
+	return t.events.Committed()
 }

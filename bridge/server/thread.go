@@ -11,6 +11,7 @@ import (
 	"github.com/boxwire/boxwire/bridge/agentlink"
 	"github.com/boxwire/boxwire/bridge/fleet"
 	"github.com/boxwire/boxwire/bridge/sandbox"
+	"github.com/boxwire/boxwire/bridge/threadlog"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -55,7 +56,7 @@ type thread struct {
 	gate    gate       // approval policy and pending requests (approvals.go)
 
 	mu      sync.Mutex
-	events  eventLog
+	events  threadlog.Log      // numbering, tail, whether the agent works
 	clients map[string]*client // by connection id
 	closing bool
 }
@@ -69,7 +70,7 @@ func newThread(s *Server, id string, agent *websocket.Conn, b *fleet.Box, last u
 		ctx: ctx, cancel: cancel, stop: ctx.Done(),
 		toAgent: make(chan wire.Envelope, agentSendBuffer),
 		term:    newTermRelay(),
-		events:  newEventLog(last, s.cfg.MaxStoredOutput),
+		events:  threadlog.New(last, s.cfg.MaxStoredOutput),
 		clients: make(map[string]*client),
 	}
 	t.link = agentlink.New(ctx, agent, agentlink.Config{

@@ -1,4 +1,4 @@
-package server
+package threadlog
 
 import (
 	"fmt"
@@ -12,34 +12,54 @@ import (
 const (
 	maxTailEvents = 4096
 	maxTailBytes  = 4 << 20
-	// replayBatch is how many events a client's writer takes at a time.
-	replayBatch = 256
 )
 
 // DefaultMaxStoredOutput caps the tool_output bytes of one call kept in the
-// store (Config.MaxStoredOutput).
+// store (server.Config.MaxStoredOutput).
 const DefaultMaxStoredOutput = 256 << 10
 
-// eventLog is a thread's numbering and its in-memory tail. The thread's
-// mutex guards it. Events are numbered by next when published and enter
-// the tail when the store has committed them (committed).
-type eventLog struct {
+// Log is a thread's numbering and its in-memory tail, and whether its
+// agent is working as the committed events show. It is not safe for
+// concurrent use: the thread's mutex guards it. Events are numbered
+// (Number) when published and enter the tail when the store has
+// committed them (Add).
+type Log struct {
 	next      uint64 // seq of the newest published event
 	committed uint64 // seq of the newest event in the tail (and the store)
 	tail      []wire.Envelope
 	tailBytes int
 	outBytes  map[string]int // stored tool_output bytes per call id
 	maxOutput int
-	work      workState // whether the agent is working (lifecycle.go)
+	work      workState // whether the agent is working (work.go)
 }
 
-func newEventLog(last uint64, maxOutput int) eventLog {
-	return eventLog{next: last, committed: last, outBytes: map[string]int{}, maxOutput: maxOutput}
+// New returns the log of a thread whose newest stored event has seq last;
+// maxOutput caps the stored tool_output bytes of one call (ForStore).
+func New(last uint64, maxOutput int) Log {
+	return Log{next: last, committed: last, outBytes: map[string]int{}, maxOutput: maxOutput}
 }
 
-// add puts a committed event into the tail, dropping the oldest past the
+// Number gives env the next seq and returns it.
+func (l *Log) Number(env wire.Envelope) wire.Envelope {
+	l.next++
+	env.Seq = l.next
+	return env
+}
+
+// Committed is the seq of the newest event in the tail (and the store):
+// the newest a client may be sent.
+func (l *Log) Committed() uint64 { return l.committed }
+
+// Resumed takes the agent's account of its work from its resumed answer r
+// (see workState.resumed).
+func (l *Log) Resumed(r wire.Resumed) { l.work.resumed(r, l.committed, l.next) }
+
+// Busy reports whether the agent runs a turn or a tool call.
+func (l *Log) Busy() bool { return l.work.busy() }
+
+// Add puts a committed event into the tail, dropping the oldest past the
 // bounds.
-func (l *eventLog) add(env wire.Envelope) {
+func (l *Log) Add(env wire.Envelope) {
 	l.committed = env.Seq
 	l.work.track(env)
 	l.tail = append(l.tail, env)
@@ -54,9 +74,9 @@ func (l *eventLog) add(env wire.Envelope) {
 	}
 }
 
-// fromTail returns up to limit tail events with seq > after; ok is false
+// FromTail returns up to limit tail events with seq > after; ok is false
 // when events after `after` are older than the tail (read the store).
-func (l *eventLog) fromTail(after uint64, limit int) (evs []wire.Envelope, ok bool) {
+func (l *Log) FromTail(after uint64, limit int) (evs []wire.Envelope, ok bool) {
 	if after >= l.committed {
 		return nil, true
 	}
@@ -68,16 +88,16 @@ func (l *eventLog) fromTail(after uint64, limit int) (evs []wire.Envelope, ok bo
 	return append([]wire.Envelope(nil), l.tail[i:end]...), true
 }
 
-// head returns up to limit of the oldest tail events.
-func (l *eventLog) head(limit int) []wire.Envelope {
+// Head returns up to limit of the oldest tail events.
+func (l *Log) Head(limit int) []wire.Envelope {
 	return append([]wire.Envelope(nil), l.tail[:min(len(l.tail), limit)]...)
 }
 
-// forStore is env as the store keeps it: a tool_output chunk past the
+// ForStore is env as the store keeps it: a tool_output chunk past the
 // call's MaxStoredOutput keeps its seq, but its output becomes a marker
 // (the first time) or empty; the whole output stays in the sandbox's
 // output file, named by the call's tool_result.
-func (l *eventLog) forStore(env wire.Envelope) wire.Envelope {
+func (l *Log) ForStore(env wire.Envelope) wire.Envelope {
 	if env.Type != wire.TypeToolOutput {
 		return env
 	}
@@ -99,8 +119,8 @@ func (l *eventLog) forStore(env wire.Envelope) wire.Envelope {
 	return capped
 }
 
-// forget drops the per-call output counter of a finished call.
-func (l *eventLog) forget(env wire.Envelope) {
+// Forget drops the per-call output counter of a finished call.
+func (l *Log) Forget(env wire.Envelope) {
 	if env.Type != wire.TypeToolResult {
 		return
 	}
