@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/boxwire/boxwire/bridge/auth"
 	"github.com/boxwire/boxwire/bridge/llmproxy"
 	"github.com/boxwire/boxwire/bridge/sandbox"
 	"github.com/boxwire/boxwire/bridge/server"
@@ -23,7 +24,9 @@ import (
 type options struct {
 	listen, token, image, dataDir, model, id string
 	images, runtimes                         []string
-	allowedHosts                             []string // Host names served besides IPs and localhost
+	allowedHosts                             []string        // Host names served besides IPs and localhost
+	oidc                                     auth.OIDCConfig // Issuer "" means none
+	userLimits                               auth.Limits
 	runtime, seccomp                         string
 	maxSandboxes                             int
 	pool                                     int           // warm pool size per image (docs/pool.md)
@@ -80,6 +83,11 @@ func parseOptions(name string, args []string, getenv func(string) string) (optio
 	fs.IntVar(&o.logOutputCap, "log-output-cap", envInt(getenv, "BOXWIRE_LOG_OUTPUT_CAP", 0), "tool_output bytes of one call kept in the log; the rest stays in the sandbox's output file (0: 256 KiB)")
 	fs.BoolVar(&o.init, "init", getenv("BOXWIRE_INIT") == "1", "run the engine's init as PID 1 (for images without one)")
 	allowedHosts := fs.String("allowed-hosts", getenv("BOXWIRE_ALLOWED_HOSTS"), "comma-separated host names clients may reach the bridge by, besides IP addresses and localhost (* for any; others get 421, against DNS rebinding)")
+	fs.StringVar(&o.oidc.Issuer, "oidc-issuer", getenv("BOXWIRE_OIDC_ISSUER"), "also accept bearer JWTs of this OpenID Connect issuer (its JWKS is fetched and cached)")
+	fs.StringVar(&o.oidc.Audience, "oidc-audience", getenv("BOXWIRE_OIDC_AUDIENCE"), "the audience (aud) the issuer's tokens must name")
+	fs.StringVar(&o.oidc.Claim, "oidc-claim", env("BOXWIRE_OIDC_CLAIM", "sub"), "the token claim that names the user")
+	fs.BoolVar(&o.oidc.CreateUsers, "oidc-create-users", getenv("BOXWIRE_OIDC_CREATE_USERS") == "1", "create a user on first use of a valid token naming an unknown one")
+	fs.IntVar(&o.userLimits.Sandboxes, "user-max-sandboxes", envInt(getenv, "BOXWIRE_USER_MAX_SANDBOXES", 0), "sandboxes one user (not an admin) may run at a time, unless the user has a limit of their own (0: no limit)")
 	wsSize := fs.String("workspace-size", env("BOXWIRE_WORKSPACE_SIZE", "10GiB"), "size cap of each /workspace, e.g. 10GiB (a sparse ext4 image on a loop device; needs root on the engine's host); 0: uncapped")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -122,12 +130,21 @@ func (o options) server(mgr sandbox.Manager, getenv func(string) string, log *sl
 		Images: o.images, Runtime: o.runtime, Runtimes: o.runtimes, MaxSandboxes: o.maxSandboxes, Pool: o.pool, PoolIdle: o.poolIdle,
 		IdleTTL: o.idleTTL, MaxLifetime: o.maxLifetime, ReapInterval: o.reapInterval,
 		ThreadTTL: o.threadTTL, RecycleGrace: o.recycleGrace,
-		MaxUploadBytes: o.maxUpload, AllowedHosts: o.allowedHosts,
+		MaxUploadBytes: o.maxUpload, AllowedHosts: o.allowedHosts, UserLimits: o.userLimits,
 		Retention: o.retention, MaxStoredOutput: o.logOutputCap, StoreSync: o.storeSync,
 		EgressThreadMax: o.egressThreadMax, // docs/egress-thread.md
 	}
 	if err := applySecurity(&cfg, getenv); err != nil {
 		return cfg, err
+	}
+	if o.oidc.Issuer != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		v, err := auth.NewOIDCVerifier(ctx, o.oidc)
+		if err != nil {
+			return cfg, fmt.Errorf("--oidc-issuer: %w", err)
+		}
+		cfg.OIDC = v
 	}
 	return cfg, applyApprovals(&cfg, o.policy, getenv)
 }

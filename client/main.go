@@ -26,6 +26,7 @@ const usage = `usage: client [flags]                       interactive chat
        client [flags] cp LOCAL THREAD:PATH  copy into a thread's workspace folder (":PATH" for an agent)
        client [flags] cp THREAD:PATH LOCAL  copy out of it into a local folder
        client [flags] shell [--thread ID] [--session SID] [--list] [-- CMD...]  a terminal in the sandbox (Ctrl-] q detaches)
+       client [flags] whoami               who the bridge says the token (or API key) is
 exit codes: 0 ok, 1 turn failed or some files failed, 2 usage or connection error, 130 interrupted`
 
 // run parses flags, the environment and the config file, wires signals,
@@ -55,7 +56,7 @@ func run(args []string, stdin *os.File, stdout, stderr *os.File) int {
 	oneShot := false
 	fs.Visit(func(f *flag.Flag) { oneShot = oneShot || f.Name == "m" })
 	sub := fs.Arg(0)
-	if (fs.NArg() > 0 && sub != "cp" && sub != "shell") || (oneShot && *message == "") {
+	if (fs.NArg() > 0 && sub != "cp" && sub != "shell" && sub != "whoami") || (oneShot && *message == "") {
 		fmt.Fprintln(stderr, usage)
 		return cli.ExitUsage
 	}
@@ -109,6 +110,22 @@ func run(args []string, stdin *os.File, stdout, stderr *os.File) int {
 		return term.FromChat(ctx, term.Options{Chat: cfg, In: stdin, Out: stdout, Err: stderr, TTY: stdin}, thread, args)
 	}
 	switch sub {
+	case "whoami":
+		id, err := chat.WhoAmI(ctx, cfg)
+		if err != nil {
+			fmt.Fprintln(stderr, "boxwire:", err)
+			return cli.ExitUsage
+		}
+		fmt.Fprintf(stdout, "%s (admin: %v, via %s", id.User, id.Admin, id.Via)
+		if id.KeyID != "" {
+			fmt.Fprintf(stdout, ", key %s", id.KeyID)
+		}
+		fmt.Fprintf(stdout, "); sandboxes %d", id.Usage.Sandboxes)
+		if id.Limits.Sandboxes > 0 {
+			fmt.Fprintf(stdout, " of %d", id.Limits.Sandboxes)
+		}
+		fmt.Fprintln(stdout)
+		return cli.ExitOK
 	case "shell":
 		return term.Main(ctx, term.Options{Chat: cfg, In: stdin, Out: stdout, Err: stderr, TTY: stdin}, fs.Args()[1:])
 	case "cp":

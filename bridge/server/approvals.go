@@ -252,6 +252,7 @@ func (t *thread) approvalRequest(c *client, env wire.Envelope) bool {
 		return true
 	}
 	t.log.Info("approval answered", "approval", a.ApprovalID, "verdict", verdict, "by", c.id)
+	t.srv.record(c.ctx, "approval."+string(verdict), t.id, a.ApprovalID, "") // users.go
 	return true
 }
 

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"sync"
@@ -46,6 +47,9 @@ type client struct {
 	conn *websocket.Conn
 	log  *slog.Logger
 	send chan wire.Envelope
+	// ctx carries who the client authenticated as (users.go); it ends
+	// when the connection's handler returns.
+	ctx context.Context
 
 	stop      chan struct{} // closed once by kick
 	once      sync.Once
@@ -61,7 +65,7 @@ type client struct {
 
 func newClient(id string, conn *websocket.Conn, log *slog.Logger) *client {
 	return &client{
-		id: id, conn: conn, log: log,
+		id: id, conn: conn, log: log, ctx: context.Background(),
 		send: make(chan wire.Envelope, clientSendBuffer),
 		stop: make(chan struct{}),
 		wake: make(chan struct{}, 1),

@@ -20,6 +20,9 @@ func (s *Server) createThread(ctx context.Context, req wire.CreateThread) (*thre
 	if err != nil {
 		return nil, err
 	}
+	if err := s.checkSandboxQuota(ctx); err != nil { // users.go
+		return nil, err
+	}
 	pol, err := s.threadPolicy(req) // approvals_egress.go
 	if err != nil {
 		return nil, err
@@ -44,10 +47,11 @@ func (s *Server) createThread(ctx context.Context, req wire.CreateThread) (*thre
 	unlockBox := s.fleet.LockBox(b.ID())
 	rec := ThreadRecord{ID: id, Box: b.ID(), Scope: b.Scope(), Assistant: b.Assistant(),
 		Image: b.Image(), Runtime: b.Runtime(), Created: time.Now().UTC(), IdleTTL: b.IdleTTL(),
-		Egress: s.fleet.Status(b).Egress, Policy: req.Policy}
+		Egress: s.fleet.Status(b).Egress, Policy: req.Policy, Owner: principalFrom(ctx).User}
 	err = s.register(ctx, t, rec)
 	unlockBox()
 	if err == nil {
+		s.record(ctx, "thread.create", id, b.Image(), "")
 		return t, nil
 	}
 	t.shutdown(wire.Envelope{})

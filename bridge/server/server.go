@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/subtle"
 	"crypto/x509"
 	"encoding/json"
 	"errors"
@@ -15,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/boxwire/boxwire/bridge/auth"
 	"github.com/boxwire/boxwire/bridge/boxdir"
 	"github.com/boxwire/boxwire/bridge/egress"
 	"github.com/boxwire/boxwire/bridge/fleet"
@@ -61,6 +61,12 @@ type Config struct {
 	// any. Others get 421 (hostcheck.go), which keeps DNS-rebound pages
 	// out.
 	AllowedHosts []string
+	// OIDC, when set, also accepts bearer JWTs of an identity provider
+	// (auth.NewOIDCVerifier); users are the ones its claim names.
+	OIDC *auth.OIDCVerifier
+	// UserLimits are the limits of users who have none of their own
+	// (sandboxes at a time); zero means no limit. Admins have none.
+	UserLimits auth.Limits
 
 	// Images are the images a thread may ask for besides Image.
 	Images []string
@@ -177,6 +183,8 @@ type Server struct {
 	// llmClient carries every sandbox's LLM proxy calls upstream, so
 	// they share connections; Close closes its idle ones.
 	llmClient *http.Client
+	// authn says who each request comes from (users.go).
+	authn *auth.Authenticator
 }
 
 // New checks cfg and returns a server. It starts its fleet's reaper (and
@@ -238,6 +246,11 @@ func New(cfg Config) (*Server, error) {
 		db:      db, events: db,
 		llmClient: cfg.LLM.HTTPClient,
 	}
+	// Users, keys and the audit log live in the same store file (users.go).
+	if s.authn, err = auth.New(auth.Config{AdminToken: cfg.Token, Store: db, OIDC: cfg.OIDC, Logger: cfg.Logger}); err != nil {
+		cancel()
+		return nil, errors.Join(fmt.Errorf("server: %w", err), db.Close())
+	}
 	if s.fleet, err = fleet.New(s.fleetConfig()); err != nil {
 		cancel()
 		return nil, errors.Join(fmt.Errorf("server: %w", err), db.Close())
@@ -279,31 +292,19 @@ func (s *Server) Handler() http.Handler {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.Handle("GET "+wire.Path, s.auth(http.HandlerFunc(s.serveWS)))
-	mux.Handle("DELETE /v1/threads/{id}", s.auth(http.HandlerFunc(s.deleteThread)))
+	// Routes naming a thread answer 404 for another user's (users.go).
+	mux.Handle("DELETE /v1/threads/{id}", s.auth(s.owned(http.HandlerFunc(s.deleteThread))))
 	mux.Handle("POST /v1/threads", s.auth(http.HandlerFunc(s.postThread)))
 	mux.Handle("GET /v1/threads", s.auth(http.HandlerFunc(s.listThreads)))
-	mux.Handle("GET /v1/threads/{id}", s.auth(http.HandlerFunc(s.getThread)))
-	mux.Handle("PATCH /v1/threads/{id}", s.auth(http.HandlerFunc(s.patchThread))) // egress_update.go
-	mux.Handle("GET /v1/threads/{id}/events", s.auth(http.HandlerFunc(s.exportEvents)))
-	mux.Handle(wire.ThreadFilesPath, s.auth(http.HandlerFunc(s.serveFiles)))
+	mux.Handle("GET /v1/threads/{id}", s.auth(s.owned(http.HandlerFunc(s.getThread))))
+	mux.Handle("PATCH /v1/threads/{id}", s.auth(s.owned(s.audited("thread.update", http.HandlerFunc(s.patchThread))))) // egress_update.go
+	mux.Handle("GET /v1/threads/{id}/events", s.auth(s.owned(s.audited("thread.export", http.HandlerFunc(s.exportEvents)))))
+	mux.Handle(wire.ThreadFilesPath, s.auth(s.owned(s.audited("", http.HandlerFunc(s.serveFiles)))))
+	s.adminRoutes(mux) // users_api.go
 	mux.Handle("/", s.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusNotFound, wire.CodeNotFound, "no route for "+r.Method+" "+r.URL.Path)
 	})))
 	return s.checkHost(mux) // hostcheck.go
-}
-
-// auth rejects requests without the bearer token, before any upgrade.
-func (s *Server) auth(next http.Handler) http.Handler {
-	want := []byte("Bearer " + s.cfg.Token)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := []byte(r.Header.Get("Authorization"))
-		if subtle.ConstantTimeCompare(got, want) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="boxwire"`)
-			writeJSONError(w, http.StatusUnauthorized, wire.CodeUnauthorized, "missing or wrong bearer token")
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
 }
 
 // Close stops the fleet's reaper and pool, closes every client and agent

@@ -93,7 +93,7 @@ type boltThreads struct{ st *store.Store }
 func (b boltThreads) Put(_ context.Context, r ThreadRecord) error {
 	return b.st.PutThread(store.Thread{ID: r.ID, Box: r.Box, Scope: r.Scope, Assistant: r.Assistant,
 		Image: r.Image, Runtime: r.Runtime, Created: r.Created, IdleTTL: r.IdleTTL, Egress: r.Egress,
-		Suspended: r.Suspended, SuspendedFor: r.SuspendedFor, Policy: r.Policy})
+		Suspended: r.Suspended, SuspendedFor: r.SuspendedFor, Policy: r.Policy, Owner: r.Owner})
 }
 
 func (b boltThreads) Get(_ context.Context, id string) (ThreadRecord, bool, error) {
@@ -116,5 +116,5 @@ func (b boltThreads) Delete(_ context.Context, id string) error { return b.st.De
 func recordOf(t store.Thread) ThreadRecord {
 	return ThreadRecord{ID: t.ID, Box: t.Box, Scope: t.Scope, Assistant: t.Assistant,
 		Image: t.Image, Runtime: t.Runtime, Created: t.Created, IdleTTL: t.IdleTTL, Egress: t.Egress,
-		Suspended: t.Suspended, SuspendedFor: t.SuspendedFor, Policy: t.Policy}
+		Suspended: t.Suspended, SuspendedFor: t.SuspendedFor, Policy: t.Policy, Owner: t.Owner}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"sort"
@@ -79,7 +78,7 @@ func httpError(err error) (int, wire.Error) {
 	switch werr.Code {
 	case wire.CodeNotAllowed, wire.CodeBadMessage:
 		return http.StatusBadRequest, werr
-	case wire.CodeSandboxLimit:
+	case wire.CodeSandboxLimit, wire.CodeQuotaExceeded:
 		return http.StatusTooManyRequests, werr
 	case wire.CodeEngineUnavailable, wire.CodeInternal:
 		return http.StatusServiceUnavailable, werr
@@ -99,7 +98,8 @@ func (s *Server) listThreads(w http.ResponseWriter, r *http.Request) {
 	for _, t := range threads {
 		list.Threads = append(list.Threads, s.info(r.Context(), t))
 	}
-	list.Threads = append(list.Threads, s.suspendedInfos(r.Context())...) // suspend.go
+	list.Threads = append(list.Threads, s.suspendedInfos(r.Context())...)              // suspend.go
+	list.Threads = s.ownThreads(r.Context(), list.Threads, r.URL.Query().Get("owner")) // users.go
 	sort.Slice(list.Threads, func(i, j int) bool { return list.Threads[i].Created.Before(list.Threads[j].Created) })
 	writeJSON(w, http.StatusOK, list)
 }
@@ -108,11 +108,13 @@ func (s *Server) listThreads(w http.ResponseWriter, r *http.Request) {
 func (s *Server) getThread(w http.ResponseWriter, r *http.Request) {
 	t := s.lookup(r.PathValue("id"))
 	if rec, ok := s.suspendedRecord(r.Context(), r.PathValue("id")); t == nil && ok { // suspend.go
-		writeJSON(w, http.StatusOK, s.suspendedInfo(rec))
+		info := s.suspendedInfo(rec)
+		info.Owner = ownerName(rec.Owner)
+		writeJSON(w, http.StatusOK, info)
 		return
 	}
 	if t == nil {
-		writeJSONError(w, http.StatusNotFound, wire.CodeNotFound, fmt.Sprintf("thread %q not found", r.PathValue("id")))
+		notFound(w, r.PathValue("id"))
 		return
 	}
 	writeJSON(w, http.StatusOK, s.info(r.Context(), t))
@@ -135,7 +137,7 @@ func (s *Server) info(ctx context.Context, t *thread) wire.ThreadInfo {
 	return wire.ThreadInfo{
 		ID: t.id, Scope: b.Scope(), Assistant: b.Assistant(), Image: b.Image(), Runtime: b.Runtime(),
 		Status: status, SandboxID: sandboxID, Created: t.created, Expires: st.Expires, ImageID: st.ImageID,
-		IdleExpires: st.IdleExpires, Clients: n, Egress: st.Egress,
+		IdleExpires: st.IdleExpires, Clients: n, Egress: st.Egress, Owner: s.ownerOf(ctx, t.id),
 	}
 }
 
@@ -158,9 +160,10 @@ func (s *Server) deleteThread(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if t == nil {
-		writeJSONError(w, http.StatusNotFound, wire.CodeNotFound, fmt.Sprintf("thread %q not found", id))
+		notFound(w, id)
 		return
 	}
+	s.record(r.Context(), "thread.delete", id, "", r.RemoteAddr)
 	if err := s.removeThread(ctx, t, wire.ErrorEnvelope(id, "", wire.CodeNotFound, "thread deleted")); err != nil {
 		t.log.Error("remove thread", "err", err)
 		writeJSONError(w, http.StatusInternalServerError, wire.CodeInternal, err.Error())

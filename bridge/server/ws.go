@@ -31,6 +31,9 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	}
 	c := newClient("c"+strconv.FormatUint(s.connID.Add(1), 10), conn, s.log)
 	c.log = s.log.With("conn", c.id, "remote", r.RemoteAddr)
+	cctx, endConn := context.WithCancel(r.Context()) // the principal (users.go), until the handler returns
+	defer endConn()
+	c.ctx = cctx
 
 	stopWatch := context.AfterFunc(s.ctx, func() { _ = conn.NetConn().SetReadDeadline(time.Now()) })
 	hello, helloEnv, err := readHello(conn)
@@ -55,6 +58,8 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	}
 	s.addClient(c)
 	c.log.Info("client attached", "after_seq", hello.AfterSeq)
+	s.record(cctx, "thread.attach", t.id, "", r.RemoteAddr)
+	stopRevoke := s.watchRevocation(cctx, c) // users.go: a revoked key's connection ends at once
 	greeting := helloAnswer(s.cfg.Software, t, helloEnv.ID, hello.AfterSeq)
 	done := make(chan struct{})
 	go func() {
@@ -64,6 +69,8 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	c.readPump(t)
 	c.kick(closeNormal, "", nil)
 	<-done
+	endConn()
+	stopRevoke()
 	t.detach(c)
 	s.removeClient(c)
 	c.log.Info("client detached")
@@ -93,6 +100,10 @@ func helloAnswer(software string, t *thread, helloID string, afterSeq uint64) gr
 // names none. Creation stops when ctx or the server ends.
 func (s *Server) threadFor(ctx context.Context, hello wire.Hello) (*thread, error) {
 	if hello.Thread != "" {
+		if _, exists := s.threadOwner(ctx, hello.Thread); exists && !s.visible(ctx, hello.Thread) {
+			// Another user's thread is answered as one that does not exist.
+			return nil, wire.Error{Code: wire.CodeNotFound, Message: fmt.Sprintf("thread %q not found", hello.Thread)}
+		}
 		if t := s.lookup(hello.Thread); t != nil {
 			return t, nil
 		}

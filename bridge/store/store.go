@@ -53,6 +53,9 @@ type Thread struct {
 	// Policy is the thread's own approval policy (CreateThread.Policy),
 	// given back to the thread when it is adopted or resumed.
 	Policy json.RawMessage `json:"policy,omitempty"`
+	// Owner is the user the thread belongs to ("" for threads from before
+	// users: the admin's).
+	Owner string `json:"owner,omitempty"`
 }
 
 // Options configure a Store. Zero values mean defaults.

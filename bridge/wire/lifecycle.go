@@ -126,6 +126,8 @@ type ThreadInfo struct {
 	// Suspended is when the thread's sandbox was suspended (status
 	// SandboxSuspended only).
 	Suspended *time.Time `json:"suspended,omitempty"`
+	// Owner is the user the thread belongs to (docs/users.md).
+	Owner string `json:"owner,omitempty"`
 }
 
 // ThreadList is the body of GET /v1/threads.

@@ -212,6 +212,10 @@ const (
 	CodeEngineUnavailable  Code = "engine_unavailable"
 	CodeLLM                Code = "llm_error"
 	CodeInternal           Code = "internal"
+	// CodeQuotaExceeded refuses what would take a user past one of their
+	// limits (sandboxes at a time, model tokens a day); the message names
+	// the limit.
+	CodeQuotaExceeded Code = "quota_exceeded"
 )
 
 // Error makes Error usable as a Go error.

@@ -537,6 +537,7 @@ class ThreadInfo:
     egress: list[str] = field(default_factory=list)
     image_id: str = ""
     suspended: str | None = None
+    owner: str = ""
 
 
 @dataclass

@@ -192,6 +192,7 @@ export const ThreadInfo = obj({
   egress: opt(arr(str)),
   image_id: opt(str),
   suspended: opt(str),
+  owner: opt(str),
 });
 
 export const ThreadList = obj({ threads: arr(ThreadInfo) });
