@@ -44,20 +44,27 @@ const ReplaceTimeout = agentReadyTimeout + 2*cleanupTimeout
 var errAgentAnswer = errors.New("agent refused hello")
 
 // Greet polls the agent socket of b's current sandbox until the agent
-// answers hello for thread threadID and takes its claim (see greetAgent),
-// the sandbox exits, agentReadyTimeout passes or ctx ends.
+// answers hello for thread threadID and takes its claim (see
+// greeter.greet), the sandbox exits, agentReadyTimeout passes or ctx ends.
 func (f *Fleet) Greet(ctx context.Context, b *Box, threadID string) (*websocket.Conn, error) {
-	return f.waitAgent(ctx, threadID, b.res, true)
+	return f.greeter.wait(ctx, threadID, b.res, true)
 }
 
-// waitAgent is Greet on res; claim false greets without handing over the
-// LLM token (a pooled sandbox no thread has taken yet, pool.go).
-func (f *Fleet) waitAgent(ctx context.Context, id string, res *resources, claim bool) (*websocket.Conn, error) {
+// greeter greets the agents of the fleet's sandboxes: it dials each one's
+// socket, exchanges hello, checks its posture and hands over its LLM
+// token (claim). It keeps no state of its own; it runs on its caller's
+// goroutine.
+type greeter struct{ f *Fleet }
+
+// wait is Greet on res; claim false greets without handing over the LLM
+// token (a pooled sandbox no thread has taken yet, pool.go).
+func (g greeter) wait(ctx context.Context, id string, res *resources, claim bool) (*websocket.Conn, error) {
+	f := g.f
 	ctx, cancel := context.WithTimeout(ctx, agentReadyTimeout)
 	defer cancel()
 	pol := f.cfg.Posture.ForRuntime(res.runtime)
 	for attempt := 1; ; attempt++ {
-		conn, err := f.greetAgent(ctx, res.dirs, id, pol, claim)
+		conn, err := g.greet(ctx, res.dirs, id, pol, claim)
 		if err == nil {
 			return conn, nil
 		}
@@ -80,12 +87,13 @@ func (f *Fleet) waitAgent(ctx context.Context, id string, res *resources, claim 
 	}
 }
 
-// greetAgent dials the agent's socket in its folder (without trusting
+// greet dials the agent's socket in its folder (without trusting
 // the name, boxdir.Dirs.DialAgent), exchanges hello, checks the agent's
 // posture against pol and, when claim is set, hands the agent its LLM
 // proxy token in a claim. The token never travels in the sandbox's
 // environment, where its commands could read it (/proc/1/environ).
-func (f *Fleet) greetAgent(ctx context.Context, dirs boxdir.Dirs, id string, pol *PosturePolicy, claim bool) (*websocket.Conn, error) {
+func (g greeter) greet(ctx context.Context, dirs boxdir.Dirs, id string, pol *PosturePolicy, claim bool) (*websocket.Conn, error) {
+	f := g.f
 	d := websocket.Dialer{
 		NetDialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return dirs.DialAgent(ctx, agentSocket)
@@ -118,7 +126,7 @@ func (f *Fleet) greetAgent(ctx context.Context, dirs boxdir.Dirs, id string, pol
 		return nil, fmt.Errorf("%w: %w", errAgentAnswer, err)
 	}
 	if claim {
-		if err := f.sendClaim(conn, dirs.ID(), id); err != nil {
+		if err := g.claim(conn, dirs.ID(), id); err != nil {
 			conn.Close()
 			return nil, fmt.Errorf("%w: %w", errAgentAnswer, err)
 		}
@@ -126,11 +134,11 @@ func (f *Fleet) greetAgent(ctx context.Context, dirs boxdir.Dirs, id string, pol
 	return conn, nil
 }
 
-// sendClaim sends the agent of the sandbox boxID its claim (its LLM proxy
+// claim sends the agent of the sandbox boxID its claim (its LLM proxy
 // token) and waits (at most helloTimeout) for claimed, before anything
 // else uses conn.
-func (f *Fleet) sendClaim(conn *websocket.Conn, boxID, threadID string) error {
-	claim := wire.MustNew(wire.TypeClaim, threadID, "claim", wire.Claim{LLMToken: f.px.sandboxToken(boxID)})
+func (g greeter) claim(conn *websocket.Conn, boxID, threadID string) error {
+	claim := wire.MustNew(wire.TypeClaim, threadID, "claim", wire.Claim{LLMToken: g.f.px.sandboxToken(boxID)})
 	if err := writeEnvelope(conn, claim); err != nil {
 		return fmt.Errorf("send claim: %w", err)
 	}

@@ -238,7 +238,7 @@ func (f *Fleet) awaitBox(ctx context.Context, b *Box, o Options) error {
 	if b.err != nil {
 		return b.err
 	}
-	return f.joinEgress(b, o.egress) // egress.go
+	return f.rules.join(b, o.egress) // egress.go
 }
 
 // Started ends a thread's start in b, whether the thread attached or
@@ -367,7 +367,7 @@ func (f *Fleet) labels(b *Box) map[string]string {
 
 // spec says how to run b's sandbox. It carries no key: the agent reaches
 // the model through the proxy socket, and its LLM token comes with the
-// claim (greetAgent).
+// claim (greeter.greet).
 func (f *Fleet) spec(b *Box) sandbox.Spec {
 	env := []string{
 		"BOXWIRE_LISTEN=unix:" + sandbox.AgentMount + "/" + agentSocket,

@@ -70,9 +70,15 @@ func canonical(rules egress.Rules) []string {
 	return slices.Compact(out)
 }
 
-// joinEgress checks that a thread asking for want may join b, a shared
+// boxRules keeps the boxes' own egress rules (Box.egress, under the
+// fleet's lock): a shared box's join check, a pooled box's rules at
+// claim, the rules the egress proxy matches, and an adopted box's rules.
+type boxRules struct{ f *Fleet }
+
+// join checks that a thread asking for want may join b, a shared
 // sandbox that exists already: it must ask for b's rules or none.
-func (f *Fleet) joinEgress(b *Box, want []string) error {
+func (br boxRules) join(b *Box, want []string) error {
+	f := br.f
 	f.mu.Lock()
 	have := b.egress
 	f.mu.Unlock()
@@ -84,16 +90,17 @@ func (f *Fleet) joinEgress(b *Box, want []string) error {
 		b.assistant, strings.Join(have, " "), strings.Join(want, " "))}
 }
 
-// setBoxEgress gives b the thread rules (a pooled sandbox at claim).
-func (f *Fleet) setBoxEgress(b *Box, rules []string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+// set gives b the thread rules (a pooled sandbox at claim).
+func (br boxRules) set(b *Box, rules []string) {
+	br.f.mu.Lock()
+	defer br.f.mu.Unlock()
 	b.egress = rules
 }
 
-// egressRulesOf returns the parsed thread rules of the sandbox whose box
-// id is id (none when it has none or is gone).
-func (f *Fleet) egressRulesOf(id string) egress.Rules {
+// of returns the parsed thread rules of the sandbox whose box id is id
+// (none when it has none or is gone).
+func (br boxRules) of(id string) egress.Rules {
+	f := br.f
 	f.mu.Lock()
 	var texts []string
 	for _, b := range f.boxes {
@@ -107,10 +114,10 @@ func (f *Fleet) egressRulesOf(id string) egress.Rules {
 	return rules
 }
 
-// adoptEgress gives an adopted sandbox the thread rules its stored
+// adopt gives an adopted sandbox the thread rules its stored
 // threads name, dropping any the bridge's thread cap no longer covers, and
 // sets them in recs, so the records registered again say what holds now.
-func (f *Fleet) adoptEgress(b *Box, recs []ThreadRecord, log *slog.Logger) {
+func (br boxRules) adopt(b *Box, recs []ThreadRecord, log *slog.Logger) {
 	var texts []string
 	for _, r := range recs {
 		if len(r.Egress) > 0 {
@@ -123,7 +130,7 @@ func (f *Fleet) adoptEgress(b *Box, recs []ThreadRecord, log *slog.Logger) {
 		log.Warn("stored egress rules do not parse; the sandbox keeps none", "rules", texts, "err", err)
 		rules = nil
 	}
-	max, _ := egress.ParseRules(f.cfg.EgressThreadMax)
+	max, _ := egress.ParseRules(br.f.cfg.EgressThreadMax)
 	kept := rules[:0:0]
 	for _, r := range rules {
 		if max.Covers(r) {
@@ -133,7 +140,7 @@ func (f *Fleet) adoptEgress(b *Box, recs []ThreadRecord, log *slog.Logger) {
 		}
 	}
 	now := canonical(kept)
-	f.setBoxEgress(b, now)
+	br.set(b, now)
 	for i := range recs {
 		recs[i].Egress = now
 	}

@@ -149,6 +149,10 @@ type Fleet struct {
 	// (reconcile.go), working on these boxes.
 	reaper reaper
 	rec    reconciler
+	// greeter greets agents (agent.go); rules keeps the boxes' own egress
+	// rules (egress.go).
+	greeter greeter
+	rules   boxRules
 }
 
 // New checks cfg and returns a fleet with its reaper (and pool filler)
@@ -177,7 +181,7 @@ func New(cfg Config) (*Fleet, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &Fleet{cfg: cfg, log: log, ctx: ctx, cancel: cancel, boxes: map[string]*Box{}}
-	f.px.f, f.reaper.f, f.rec.f = f, f, f
+	f.px.f, f.reaper.f, f.rec.f, f.greeter.f, f.rules.f = f, f, f, f, f
 	f.bg.Add(1)
 	go f.reaper.reap()
 	f.pool.startPool(f) // pool.go

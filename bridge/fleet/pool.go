@@ -197,7 +197,7 @@ func (p *warmPool) fillPool(key string) (err error) {
 		return fmt.Errorf("create sandbox: %w", err)
 	}
 	b.res.sandboxID = sb.ID
-	conn, err := p.f.waitAgent(ctx, id, b.res, false) // no token until a thread takes it
+	conn, err := p.f.greeter.wait(ctx, id, b.res, false) // no token until a thread takes it
 	if err != nil {
 		return err
 	}
@@ -253,7 +253,7 @@ func (p *warmPool) claimPooled(ctx context.Context, o Options, threadID string) 
 		if b == nil {
 			return nil, nil
 		}
-		p.f.setBoxEgress(b, o.egress) // egress.go: the thread's rules, before its proxy serves
+		p.f.rules.set(b, o.egress) // egress.go: the thread's rules, before its proxy serves
 		conn, err := p.bindPooled(ctx, b, threadID)
 		b.err = err
 		close(b.ready)
@@ -308,7 +308,7 @@ func (p *warmPool) bindPooled(ctx context.Context, b *Box, threadID string) (con
 	}
 	ctx, cancel := context.WithTimeout(ctx, helloTimeout)
 	defer cancel()
-	return p.f.greetAgent(ctx, b.res.dirs, threadID, p.f.cfg.Posture.ForRuntime(b.runtime), true)
+	return p.f.greeter.greet(ctx, b.res.dirs, threadID, p.f.cfg.Posture.ForRuntime(b.runtime), true)
 }
 
 // poolOwns reports whether the box id is a pooled sandbox of this run,

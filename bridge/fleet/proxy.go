@@ -84,7 +84,7 @@ func (p *proxies) withThreadRules(id string, check func(context.Context, egress.
 	return func(ctx context.Context, req egress.Request) egress.Verdict {
 		var own egress.Rules
 		if req.Kind == egress.KindEgress {
-			own = p.f.egressRulesOf(id)
+			own = p.f.rules.of(id)
 			if r, ok := own.Match(req.Target); ok && req.AllowedBy == "" {
 				req.AllowedBy = r.Text
 			}

@@ -154,7 +154,7 @@ func (rc *reconciler) adoptThreads(ctx context.Context, b *Box) error {
 			ids = append(ids, r)
 		}
 	}
-	rc.f.adoptEgress(b, ids, rc.f.log.With("box", b.id)) // egress.go: the rules its threads asked for
+	rc.f.rules.adopt(b, ids, rc.f.log.With("box", b.id)) // egress.go: the rules its threads asked for
 	if b.scope == wire.ScopeThread && len(ids) == 0 {
 		ids = append(ids, ThreadRecord{ID: cmp.Or(b.thread, b.id), Box: b.id, Scope: b.scope, Image: b.image, Runtime: b.runtime, Created: b.created})
 	}
