@@ -6,10 +6,14 @@
 // [sandbox.Manager]) whose agent listens on <folder>/agent.sock. The server
 // answers the client's hello only once that agent has answered the bridge's.
 //
-// Each thread has one agent connection, served by one reading and one
-// writing goroutine. Requests from clients travel to the agent with their id
-// rewritten to "<connID>/<id>", so the agent's replies (no seq) go back to
-// the one client that asked; the agent's events are renumbered with the
+// Each thread has one agent connection at a time, served by one reading
+// and one writing goroutine of its agent link (bridge/agentlink, which
+// also resumes, resends and replaces); its numbering and in-memory tail
+// are a threadlog.Log (bridge/threadlog).
+//
+// Requests from clients travel to the agent with their id rewritten to
+// "<connID>/<id>", so the agent's replies (no seq) go back to the one
+// client that asked; the agent's events are renumbered with the
 // thread's own seq, kept in the thread's bounded event log, and fanned out to
 // every attached client. A client that resumes with after_seq first gets the
 // logged events after it, then live ones, without gap or duplicate.

@@ -88,7 +88,7 @@ type termRelay struct {
 	mu       sync.Mutex
 	watchers map[string]map[*client]struct{} // session -> clients
 	input    chan []byte
-	// fan fans output out on readAgent (one at a time: a link's reader
+	// fan fans output out on the agent link's reader (one at a time: a reader
 	// ends before the next link's starts reading).
 	fan flow.Fanout[*client]
 }
@@ -196,7 +196,7 @@ func (t *thread) terminalFromAgent(env wire.Envelope, connID string) bool {
 
 // terminalOutput fans an output frame from the agent out to the session's
 // clients; see the package comment on termStallLimit for the waiting rule.
-// It runs on readAgent.
+// It runs on the agent link's reader (agentlink.Thread.TerminalOutput).
 func (t *thread) terminalOutput(data []byte) {
 	f, err := wire.ParseFrame(data)
 	if err != nil || f.Kind != wire.FrameOutput {
