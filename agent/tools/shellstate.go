@@ -6,7 +6,6 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -38,23 +37,6 @@ const maxShellRecord = 1 << 20
 
 // Variables the shell sets itself; they are never carried over.
 var shellOwnVars = map[string]bool{"PWD": true, "OLDPWD": true, "SHLVL": true, "_": true}
-
-// dumpFunc defines __boxwire_dump, which prints the exported variables
-// that are set as NAME=value, NUL-terminated, with builtins only (no
-// fork): ${!A*} … ${!_*} list every variable, ${!v@a} has x when exported.
-var dumpFunc = func() string {
-	var b strings.Builder
-	b.WriteString("__boxwire_dump() { local __boxwire_v; for __boxwire_v in")
-	for _, c := range "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_" {
-		fmt.Fprintf(&b, " ${!%c*}", c)
-	}
-	b.WriteString(`; do [[ $__boxwire_v != __boxwire_* && ${!__boxwire_v@a} == *x* && -v $__boxwire_v ]] && ` +
-		`printf '%s=%s\0' "$__boxwire_v" "${!__boxwire_v}"; done; }` + "\n")
-	return b.String()
-}()
-
-// envName matches the names a restore file may set or unset.
-var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // threadKey carries the thread of a call in its context (WithThread).
 type threadKey struct{}
@@ -168,15 +150,15 @@ func (m *shellMemory) restoreScript(thread, record, command string) string {
 	m.mu.Unlock()
 	if record != "" {
 		q := shellQuote(record)
-		b.WriteString(dumpFunc)
-		fmt.Fprintf(&b, "{ printf 'B\\0'; __boxwire_dump; } > %s 2>/dev/null\n", q)
+		// export -p is a builtin: no fork (parsed by parseExports).
+		fmt.Fprintf(&b, "{ printf 'B\\0'; export -p; printf '\\0'; } > %s 2>/dev/null\n", q)
 		// __boxwire_end records after the command; exit records first. A
 		// subshell's exit records nothing; a command killed, exec'd or
 		// stopped by set -e records nothing either (no EXIT trap: with one,
 		// bash would catch the kill signals and end differently).
 		fmt.Fprintf(&b, "__boxwire_pid=$BASHPID\n"+
 			"__boxwire_save() { [[ $BASHPID == \"$__boxwire_pid\" ]] || return 0; { set +eux; } 2>/dev/null; "+
-			"{ printf 'E\\0%%s\\0' \"$PWD\"; __boxwire_dump; printf 'Z\\0'; } >> %s 2>/dev/null; }\n", q)
+			"{ printf 'E\\0%%s\\0' \"$PWD\"; export -p; printf '\\0Z\\0'; } >> %s 2>/dev/null; }\n", q)
 		b.WriteString(`exit() { __boxwire_s=$?; __boxwire_save; builtin exit "${@:-$__boxwire_s}"; }` + "\n" +
 			`__boxwire_end() { __boxwire_s=$?; __boxwire_save; builtin exit "$__boxwire_s"; }` + "\n")
 	}
@@ -248,33 +230,17 @@ func (sc *shellCall) remove() {
 	}
 }
 
-// parseShellRecord reads a record: "B", the variables at start, "E", the
-// directory, the variables at exit, "Z", each NUL-terminated, variables as
-// NAME=value (a marker has no "="). ok is false unless both parts are whole.
+// parseShellRecord reads a record: "B", export -p at start, "E", the
+// directory, export -p at exit, "Z", each NUL-terminated. ok is false
+// unless both parts are whole.
 func parseShellRecord(raw []byte) (before map[string]string, cwd string, after map[string]string, ok bool) {
-	fields := strings.Split(string(raw), "\x00")
-	n := len(fields)
-	if n < 5 || fields[0] != "B" || fields[n-1] != "" || fields[n-2] != "Z" {
+	f := strings.Split(string(raw), "\x00")
+	if len(f) != 7 || f[0] != "B" || f[2] != "E" || f[3] == "" || f[5] != "Z" || f[6] != "" {
 		return nil, "", nil, false
 	}
-	fields = fields[1 : n-2]
-	mid := slices.Index(fields, "E")
-	if mid < 0 || mid+1 >= len(fields) || fields[mid+1] == "" {
-		return nil, "", nil, false
-	}
-	return envMap(fields[:mid]), fields[mid+1], envMap(fields[mid+2:]), true
-}
-
-// envMap maps NAME=value fields, leaving out the shell's own variables.
-func envMap(fields []string) map[string]string {
-	m := make(map[string]string, len(fields))
-	for _, f := range fields {
-		name, v, found := strings.Cut(f, "=")
-		if found && envName.MatchString(name) && !shellOwnVars[name] {
-			m[name] = v
-		}
-	}
-	return m
+	before, ok1 := parseExports(f[1])
+	after, ok2 := parseExports(f[4])
+	return before, f[3], after, ok1 && ok2
 }
 
 // readCapped reads path when it holds at most limit bytes.

@@ -56,6 +56,14 @@ func TestShellRemembers(t *testing.T) {
 	res = sh(t, ctx, set, `pwd; echo "[${X-unset}] [$Z]"`, nil)
 	wantOutput(t, res, other+"\n[unset] [a b'c]\n", other)
 
+	// Any value comes back as it was (export -p's quoting, parsed).
+	const odd = `export W=$'l1\nl2\t"q" $d \\ \' \x01 \u00e9 ` + "`b`" + `' E=; printf '%q|%q\n' "$W" "$E"`
+	first := sh(t, ctx, set, odd, nil)
+	mustExit(t, first, 0)
+	if again := sh(t, ctx, set, `printf '%q|%q\n' "$W" "$E"`, nil); again.Output != first.Output || first.Output == "|''\n" {
+		t.Fatalf("values after the export %q, in the next call %q", first.Output, again.Output)
+	}
+
 	// A subshell's exit moves nothing; a bare exit keeps the status.
 	res = sh(t, ctx, set, "(cd / && export X=4; exit 0); false; exit", nil)
 	mustExit(t, res, 1)
