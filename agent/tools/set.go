@@ -46,7 +46,8 @@ type Config struct {
 	// OutputDir holds the full output of commands (read_file may read it,
 	// read-only, though it is outside the workspace); empty means
 	// DefaultOutputDir. OutputDirLimit bounds its total size, oldest files
-	// going first; zero means DefaultOutputDirLimit.
+	// going first; zero means DefaultOutputDirLimit. The remembered shell's
+	// per-command files go in the folder "shell" beside it.
 	OutputDir      string
 	OutputDirLimit int64
 	// Env is extra environment for commands (e.g. HTTP_PROXY), laid over
