@@ -67,6 +67,9 @@ type Config struct {
 	// UserLimits are the limits of users who have none of their own
 	// (sandboxes at a time); zero means no limit. Admins have none.
 	UserLimits auth.Limits
+	// SessionTTL is how long a browser login lasts (login.go); default
+	// DefaultSessionTTL.
+	SessionTTL time.Duration
 
 	// Images are the images a thread may ask for besides Image.
 	Images []string
@@ -183,6 +186,8 @@ type Server struct {
 	// llmClient carries every sandbox's LLM proxy calls upstream, so
 	// they share connections; Close closes its idle ones.
 	llmClient *http.Client
+	// sessions are the browser logins (login.go).
+	sessions *sessions
 	// authn says who each request comes from (users.go).
 	authn *auth.Authenticator
 }
@@ -245,6 +250,7 @@ func New(cfg Config) (*Server, error) {
 		clients: make(map[*client]struct{}),
 		db:      db, events: db,
 		llmClient: cfg.LLM.HTTPClient,
+		sessions:  newSessions(),
 	}
 	// Users, keys and the audit log live in the same store file (users.go).
 	if s.authn, err = auth.New(auth.Config{AdminToken: cfg.Token, Store: db, OIDC: cfg.OIDC, Logger: cfg.Logger}); err != nil {
@@ -301,6 +307,10 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("GET /v1/threads/{id}/events", s.auth(s.owned(s.audited("thread.export", http.HandlerFunc(s.exportEvents)))))
 	mux.Handle(wire.ThreadFilesPath, s.auth(s.owned(s.audited("", http.HandlerFunc(s.serveFiles)))))
 	s.adminRoutes(mux) // users_api.go
+	// Browser sessions (login.go).
+	mux.HandleFunc("POST /v1/login", s.postLogin)
+	mux.HandleFunc("GET /v1/login", s.getLogin)
+	mux.HandleFunc("POST /v1/logout", s.postLogout)
 	mux.Handle("/", s.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusNotFound, wire.CodeNotFound, "no route for "+r.Method+" "+r.URL.Path)
 	})))
@@ -327,6 +337,7 @@ func (s *Server) Close(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 	s.pruner.Wait()
+	s.sessions.closeAll()
 	if err := s.fleet.Stop(ctx); err != nil { // removes unclaimed pooled sandboxes
 		s.log.Error("close warm pool", "err", err)
 	}

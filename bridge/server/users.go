@@ -100,8 +100,11 @@ func (s *Server) owned(next http.Handler) http.Handler {
 // failures. The principal goes into the request's context.
 func (s *Server) auth(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p, err := s.authn.Authenticate(r.Context(), r)
+		p, err := s.authenticate(r) // login.go: the bearer credentials, else the session cookie
 		switch {
+		case errors.Is(err, errCSRF):
+			writeJSONError(w, http.StatusForbidden, wire.CodeNotAllowed, err.Error())
+			return
 		case errors.Is(err, auth.ErrTooManyFailures):
 			w.Header().Set("Retry-After", "60")
 			writeJSONError(w, http.StatusTooManyRequests, wire.CodeUnauthorized, err.Error())
