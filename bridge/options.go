@@ -87,6 +87,7 @@ func parseOptions(name string, args []string, getenv func(string) string) (optio
 	fs.StringVar(&o.oidc.Audience, "oidc-audience", getenv("BOXWIRE_OIDC_AUDIENCE"), "the audience (aud) the issuer's tokens must name")
 	fs.StringVar(&o.oidc.Claim, "oidc-claim", env("BOXWIRE_OIDC_CLAIM", "sub"), "the token claim that names the user")
 	fs.BoolVar(&o.oidc.CreateUsers, "oidc-create-users", getenv("BOXWIRE_OIDC_CREATE_USERS") == "1", "create a user on first use of a valid token naming an unknown one")
+	fs.Int64Var(&o.userLimits.TokensPerDay, "user-tokens-per-day", int64(envInt(getenv, "BOXWIRE_USER_TOKENS_PER_DAY", 0)), "model tokens one user's sandboxes (not an admin's) may use a UTC day, unless the user has a limit of their own (0: no limit)")
 	fs.IntVar(&o.userLimits.Sandboxes, "user-max-sandboxes", envInt(getenv, "BOXWIRE_USER_MAX_SANDBOXES", 0), "sandboxes one user (not an admin) may run at a time, unless the user has a limit of their own (0: no limit)")
 	wsSize := fs.String("workspace-size", env("BOXWIRE_WORKSPACE_SIZE", "10GiB"), "size cap of each /workspace, e.g. 10GiB (a sparse ext4 image on a loop device; needs root on the engine's host); 0: uncapped")
 	if err := fs.Parse(args); err != nil {

@@ -338,3 +338,40 @@ func TestUsersCommands(t *testing.T) {
 		t.Fatalf("dave's key after the restart: %d (bridge %s)", code, nb.url)
 	}
 }
+
+// TestUsersTokenQuota: once a user's sandboxes used their model tokens for
+// the day, the next model call is refused (the turn ends with an error
+// that says so); an admin's turn still runs.
+func TestUsersTokenQuota(t *testing.T) {
+	e := newEnv(t, helloScript)
+	e.startBridge("BOXWIRE_USER_TOKENS_PER_DAY=1")
+	e.cleanAtEnd()
+	frank := e.newUser("frank")
+	s := e.dialWith(frank, "")
+	// helloScript answers other words with one model call: the first
+	// starts under the limit and spends it, the next is refused.
+	if _, done := s.turn("hi"); done.Reason != wire.ReasonStop {
+		t.Fatalf("frank's first turn ended %q", done.Reason)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), turnTimeout)
+	defer cancel()
+	refused := false
+	done, err := s.conn.Run(ctx, "hi again", func(ev wire.Envelope) {
+		refused = refused || ev.Type == wire.TypeError && strings.Contains(string(ev.Data), "model tokens today")
+	})
+	if done.Reason != wire.ReasonError || !refused || err == nil || !strings.Contains(err.Error(), "quota_exceeded") {
+		t.Errorf("frank's turn past his daily tokens ended %q (%v); refusal seen: %v", done.Reason, err, refused)
+	}
+	var me struct {
+		Usage struct {
+			TokensToday int64 `json:"tokens_today"`
+		} `json:"usage"`
+	}
+	_, body := e.call(frank, http.MethodGet, "/v1/users/me", nil)
+	if json.Unmarshal(body, &me) != nil || me.Usage.TokensToday < 1 {
+		t.Errorf("frank's usage: %s", body)
+	}
+	if _, done := e.dial("").turn("hi"); done.Reason != wire.ReasonStop {
+		t.Errorf("the admin's turn ended %q", done.Reason)
+	}
+}

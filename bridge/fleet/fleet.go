@@ -86,6 +86,11 @@ type Config struct {
 	// UsageEvents publishes a usage event to a sandbox's members after
 	// every model call.
 	UsageEvents bool
+	// LLMAdmit, when set, is asked before each model call of the sandbox
+	// box is forwarded; an error refuses it (a user's daily tokens are
+	// spent). LLMUsage, when set, is told each call's total tokens.
+	LLMAdmit func(box string) error
+	LLMUsage func(box string, tokens int)
 	// Egress is the bridge's egress allowlist; EgressThreadMax caps the
 	// rules a thread may ask for.
 	Egress, EgressThreadMax []string

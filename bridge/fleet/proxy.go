@@ -57,7 +57,13 @@ func (p *proxies) sandboxToken(id string) string {
 // its usage and refusals published to its members.
 func (p *proxies) securedLLM(cfg llmproxy.Config, id string) llmproxy.Config {
 	cfg.Token = p.sandboxToken(id)
+	if admit := p.f.cfg.LLMAdmit; admit != nil {
+		cfg.Admit = func() error { return admit(id) }
+	}
 	cfg.OnUsage = func(r llmproxy.UsageReport) {
+		if used := p.f.cfg.LLMUsage; used != nil {
+			used(id, r.Call.TotalTokens)
+		}
 		if !p.f.cfg.UsageEvents {
 			return // the proxy logs every call
 		}

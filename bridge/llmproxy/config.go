@@ -41,6 +41,10 @@ type Config struct {
 	// OnRefused, when set, is called when a budget or the model allowlist
 	// refuses a call, with the reason. It must not block.
 	OnRefused func(Refusal)
+	// Admit, when set, is asked before each chat completion is forwarded
+	// (after the proxy's own budgets); an error refuses the call with 429
+	// and the error's text, like a spent budget. It must not block long.
+	Admit func() error
 }
 
 // Usage is a call's token counts as the upstream reported them.

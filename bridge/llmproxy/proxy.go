@@ -53,6 +53,7 @@ type Proxy struct {
 	meter     *meter
 	onUsage   func(UsageReport)
 	onRefused func(Refusal)
+	admitHook func() error
 }
 
 // New checks cfg and returns a proxy. It starts nothing.
@@ -74,7 +75,7 @@ func New(cfg Config) (*Proxy, error) {
 		base: base, key: cfg.APIKey, token: cfg.Token, models: cfg.Models,
 		client: cfg.HTTPClient, log: cfg.Logger,
 		meter:   &meter{rpm: cfg.RequestsPerMinute, budget: cfg.TokenBudget, now: time.Now},
-		onUsage: cfg.OnUsage, onRefused: cfg.OnRefused,
+		onUsage: cfg.OnUsage, onRefused: cfg.OnRefused, admitHook: cfg.Admit,
 	}
 	if p.client == nil {
 		p.client = NewHTTPClient()
@@ -174,6 +175,12 @@ func (p *Proxy) admit(w http.ResponseWriter, r *http.Request) ([]byte, chatReque
 	if reason, ok := p.meter.admit(); !ok {
 		p.refuse(w, http.StatusTooManyRequests, true, reason)
 		return nil, chat, false
+	}
+	if p.admitHook != nil {
+		if err := p.admitHook(); err != nil {
+			p.refuse(w, http.StatusTooManyRequests, true, err.Error())
+			return nil, chat, false
+		}
 	}
 	return data, chat, true
 }

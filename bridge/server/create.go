@@ -16,6 +16,7 @@ import (
 // fleet's agent timeout) or ctx ends. On failure a sandbox made for this
 // thread alone is removed.
 func (s *Server) createThread(ctx context.Context, req wire.CreateThread) (*thread, error) {
+	req.Assistant = assistantFor(principalFrom(ctx), req.Assistant) // users.go
 	o, err := s.fleet.Options(req)
 	if err != nil {
 		return nil, err

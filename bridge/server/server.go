@@ -188,8 +188,10 @@ type Server struct {
 	llmClient *http.Client
 	// sessions are the browser logins (login.go).
 	sessions *sessions
-	// authn says who each request comes from (users.go).
-	authn *auth.Authenticator
+	// authn says who each request comes from (users.go); tokens counts
+	// each user's model tokens today.
+	authn  *auth.Authenticator
+	tokens tokenDays
 }
 
 // New checks cfg and returns a server. It starts its fleet's reaper (and
@@ -281,7 +283,7 @@ func (s *Server) fleetConfig() fleet.Config {
 		MaxSandboxes: c.MaxSandboxes, IdleTTL: c.IdleTTL, MaxLifetime: c.MaxLifetime,
 		ThreadTTL: c.ThreadTTL, RecycleGrace: c.RecycleGrace, ReapInterval: c.ReapInterval,
 		Pool: c.Pool, PoolIdle: c.PoolIdle,
-		LLM: c.LLM, UsageEvents: c.UsageEvents,
+		LLM: c.LLM, UsageEvents: c.UsageEvents, LLMAdmit: s.admitModelCall, LLMUsage: s.countTokens, // users.go
 		Egress: c.Egress, EgressThreadMax: c.EgressThreadMax, Policy: c.Policy, EgressRoots: c.EgressRoots,
 		Posture: c.Posture,
 		Check:   s.egressCheck, // approvals_egress.go

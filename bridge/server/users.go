@@ -2,9 +2,13 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
+	"time"
 
 	"github.com/gorilla/websocket"
 
@@ -244,4 +248,80 @@ func (s *Server) audited(action string, next http.Handler) http.Handler {
 		s.record(r.Context(), a, r.PathValue("id"), detail, r.RemoteAddr)
 		next.ServeHTTP(w, r)
 	})
+}
+
+// tokenDays counts each user's model tokens in the current UTC day, for
+// Limits.TokensPerDay. The count is the bridge process's own: it starts
+// again at zero after a restart (documented in docs/users.md).
+type tokenDays struct {
+	mu   sync.Mutex
+	day  string
+	used map[string]int64
+}
+
+// add counts n tokens of user today and returns the day's total.
+func (d *tokenDays) add(user string, n int64, now time.Time) int64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if today := now.UTC().Format(time.DateOnly); d.day != today {
+		d.day, d.used = today, map[string]int64{}
+	}
+	d.used[user] += n
+	return d.used[user]
+}
+
+// boxOwner is the owner of the threads of sandbox box (the first found;
+// a sandbox's threads share one owner, see assistantFor).
+func (s *Server) boxOwner(box string) string {
+	s.mu.Lock()
+	var id string
+	for tid, t := range s.threads {
+		if t.box != nil && t.box.ID() == box {
+			id = tid
+			break
+		}
+	}
+	s.mu.Unlock()
+	if id == "" {
+		return auth.AdminUser
+	}
+	return ownerName(s.ownerOf(context.Background(), id))
+}
+
+// principalOf is the principal of a stored user, for limits.
+func (s *Server) principalOf(ctx context.Context, user string) auth.Principal {
+	u, err := s.authn.User(ctx, user)
+	return auth.Principal{User: user, Admin: err == nil && u.Admin}
+}
+
+// admitModelCall refuses a model call of sandbox box when its owner's
+// tokens for the day are spent (fleet.Config.LLMAdmit).
+func (s *Server) admitModelCall(box string) error {
+	ctx := context.Background()
+	owner := s.boxOwner(box)
+	lim := s.limitsOf(ctx, s.principalOf(ctx, owner))
+	if lim.TokensPerDay <= 0 {
+		return nil
+	}
+	if used := s.tokens.add(owner, 0, time.Now()); used >= lim.TokensPerDay {
+		return quotaExceeded("user %s used %d model tokens today, the most allowed a day (limit %d); the count starts again at 00:00 UTC", owner, used, lim.TokensPerDay)
+	}
+	return nil
+}
+
+// countTokens adds a model call's tokens to its owner's day
+// (fleet.Config.LLMUsage).
+func (s *Server) countTokens(box string, tokens int) {
+	s.tokens.add(s.boxOwner(box), int64(tokens), time.Now())
+}
+
+// assistantFor keeps assistants apart by user: a user's assistant "x" is
+// not another user's "x" (they would share a sandbox and its files). An
+// admin's names are used as they are.
+func assistantFor(p auth.Principal, name string) string {
+	if p.Admin || name == "" {
+		return name
+	}
+	h := sha256.Sum256([]byte(p.User))
+	return "u" + hex.EncodeToString(h[:6]) + "-" + name
 }

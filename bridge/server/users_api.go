@@ -44,12 +44,16 @@ type UserInfo struct {
 type UserUsage struct {
 	// Sandboxes is how many of the user's threads have a sandbox.
 	Sandboxes int `json:"sandboxes"`
+	// TokensToday is the model tokens the user's sandboxes used this UTC
+	// day (counted by this bridge process).
+	TokensToday int64 `json:"tokens_today"`
 }
 
 func (s *Server) usersMe(w http.ResponseWriter, r *http.Request) {
 	p := principalFrom(r.Context())
 	writeJSON(w, http.StatusOK, UserInfo{User: p.User, Admin: p.Admin, Via: p.Via, KeyID: p.KeyID,
-		Limits: s.limitsOf(r.Context(), p), Usage: UserUsage{Sandboxes: s.liveThreadsOf(r.Context(), p.User)}})
+		Limits: s.limitsOf(r.Context(), p), Usage: UserUsage{Sandboxes: s.liveThreadsOf(r.Context(), p.User),
+			TokensToday: s.tokens.add(p.User, 0, time.Now())}})
 }
 
 func (s *Server) listUsers(w http.ResponseWriter, r *http.Request) {
