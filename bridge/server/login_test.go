@@ -232,3 +232,26 @@ func TestLoginExpires(t *testing.T) {
 		t.Fatalf("expired session: %d", resp.StatusCode)
 	}
 }
+
+// TestWebPage: the page and its assets are served at / without a login,
+// with a strict Content-Security-Policy; an API path still needs one.
+func TestWebPage(t *testing.T) {
+	e := newEnv(t)
+	b := &browser{e: e}
+	for path, ctype := range map[string]string{"/": "text/html", "/app.js": "javascript", "/app.css": "text/css"} {
+		resp, body := b.do("GET", path, "", nil)
+		if resp.StatusCode != http.StatusOK || !strings.Contains(resp.Header.Get("Content-Type"), ctype) || body == "" {
+			t.Fatalf("GET %s: %d %s", path, resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+		csp := resp.Header.Get("Content-Security-Policy")
+		if !strings.Contains(csp, "script-src 'self'") || !strings.Contains(csp, "frame-ancestors 'none'") {
+			t.Fatalf("GET %s: CSP %q", path, csp)
+		}
+	}
+	if resp, _ := b.do("GET", "/index.html", "", nil); resp.StatusCode == http.StatusOK {
+		t.Fatal("GET /index.html served the page without going through /")
+	}
+	if resp, _ := b.do("GET", "/v1/nothing", "", nil); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("unknown API path without credentials: %d", resp.StatusCode)
+	}
+}

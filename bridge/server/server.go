@@ -309,10 +309,11 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("GET /v1/threads/{id}/events", s.auth(s.owned(s.audited("thread.export", http.HandlerFunc(s.exportEvents)))))
 	mux.Handle(wire.ThreadFilesPath, s.auth(s.owned(s.audited("", http.HandlerFunc(s.serveFiles)))))
 	s.adminRoutes(mux) // users_api.go
-	// Browser sessions (login.go).
+	// Browser sessions (login.go) and the page at / (web.go).
 	mux.HandleFunc("POST /v1/login", s.postLogin)
 	mux.HandleFunc("GET /v1/login", s.getLogin)
 	mux.HandleFunc("POST /v1/logout", s.postLogout)
+	s.webRoutes(mux)
 	mux.Handle("/", s.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusNotFound, wire.CodeNotFound, "no route for "+r.Method+" "+r.URL.Path)
 	})))
