@@ -14,7 +14,7 @@ IMAGE_LABELS := --label org.opencontainers.image.version=$(VERSION) --label io.b
 
 export BOXWIRE_IMAGE := $(IMAGE)
 
-.PHONY: all build agent image engine test unit e2e security lint demo bench stress clean sdk-typescript sdk-python
+.PHONY: all build agent image engine test unit e2e security lint demo bench stress clean sdk-typescript sdk-python web
 
 all: build
 
@@ -72,8 +72,15 @@ stress: engine
 sdk-typescript: image build
 	cd client/typescript && npm ci --no-audit --no-fund && npm run check && npm test
 
-## test: lint, unit tests, the e2e suite and the SDKs' tests
-test: lint unit e2e sdk-typescript sdk-python
+## test: lint, unit tests, the e2e suite, the SDKs' tests and the web page's
+test: lint unit e2e sdk-typescript sdk-python web
+
+## web: the browser page (bridge/web, docs/web.md): npm ci, strict tsc, the
+## committed bundle is up to date, and its tests in Debian's Chromium
+## (installed when missing) against a real bridge and $(IMAGE)
+web: image build
+	@test -x /usr/bin/chromium || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+	cd bridge/web && npm ci --no-audit --no-fund && npm run check && npm run check-bundle && BOXWIRE_IMAGE=$(IMAGE) npm test
 
 ## sdk-python: the Python SDK (client/python) in a venv under build/: ruff,
 ## mypy --strict and pytest against a real bridge and $(IMAGE)
