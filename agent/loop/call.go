@@ -59,6 +59,7 @@ func (l *Loop) call(ctx context.Context, call ToolCall, emit func(wire.Envelope)
 		TotalBytes: res.TotalBytes,
 		TotalLines: res.TotalLines,
 		OutputPath: res.OutputPath,
+		Cwd:        res.Cwd,
 		Error:      res.Err,
 	}))
 	return res

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/boxwire/boxwire/agent/loop"
+	"github.com/boxwire/boxwire/agent/tools"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -24,7 +25,7 @@ func (t *thread) runTool(c *conn, id string, req wire.RunTool) {
 		return
 	}
 	t.acceptLocked(c, id)
-	ctx, cancel := context.WithCancel(t.s.hard)
+	ctx, cancel := context.WithCancel(tools.WithThread(t.s.hard, t.name)) // the thread's remembered shell
 	t.nextRun++
 	n := t.nextRun
 	if t.runs == nil {

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/boxwire/boxwire/agent/loop"
+	"github.com/boxwire/boxwire/agent/tools"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -73,7 +74,9 @@ func (t *thread) startTurn(c *conn, id, text string) {
 		c.reply(wire.ErrorEnvelope(t.name, id, wire.CodeInternal, "the agent is shutting down"))
 		return
 	}
-	ctx, cancel := context.WithCancel(withThread(t.s.hard, t)) // withThread: tool checks (approval.go)
+	// withThread: tool checks (approval.go); tools.WithThread: the shell
+	// this thread's commands remember (cwd and exports, per thread).
+	ctx, cancel := context.WithCancel(tools.WithThread(withThread(t.s.hard, t), t.name))
 	t.cancel = cancel
 	t.emitLocked(id, wire.MustNew(wire.TypeUserEcho, "", "", wire.UserMessage{Text: text}))
 	t.acceptLocked(c, id)

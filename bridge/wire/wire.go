@@ -151,6 +151,10 @@ type ToolResult struct {
 	TotalBytes int64  `json:"total_bytes,omitempty"`
 	TotalLines int64  `json:"total_lines,omitempty"`
 	OutputPath string `json:"output_path,omitempty"`
+	// Cwd is, for execute in the thread's remembered shell, the directory
+	// the next command starts in (docs/tools.md); empty for other tools
+	// and for fresh calls.
+	Cwd string `json:"cwd,omitempty"`
 	// Error is set when the tool failed; the model sees it as the result.
 	Error string `json:"error,omitempty"`
 }

@@ -191,6 +191,7 @@ class ToolResult:
     total_bytes: int = 0
     total_lines: int = 0
     output_path: str = ""
+    cwd: str = ""
     error: str = ""
 
 

@@ -48,6 +48,7 @@ export const ToolResult = obj({
   total_bytes: opt(num),
   total_lines: opt(num),
   output_path: opt(str),
+  cwd: opt(str),
   error: opt(str),
 });
 
