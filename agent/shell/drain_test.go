@@ -14,6 +14,13 @@ import (
 	"github.com/boxwire/boxwire/bridge/testutil"
 )
 
+// hookWait bounds each step a test hook or gate waits for. A step that
+// does not come (the reader took another path on a loaded machine) costs
+// at most this much, far inside the test's own Wait limit (waitLimit), so
+// the test then judges the output instead of timing out: three chained
+// waits of waitLimit each once made Wait itself miss its deadline.
+const hookWait = 2 * time.Second
+
 // seqOutput is what `seq 1 n` prints on a terminal.
 func seqOutput(n int) string {
 	var b strings.Builder
@@ -34,7 +41,7 @@ type gatedWriter struct {
 }
 
 func (w *gatedWriter) Write(p []byte) (int, error) {
-	w.once.Do(func() { testutil.WaitClosed(w.gate, waitLimit) })
+	w.once.Do(func() { testutil.WaitClosed(w.gate, hookWait) })
 	time.Sleep(w.pause)
 	return w.buffer.Write(p)
 }
@@ -77,9 +84,9 @@ func TestNoOutputLostWhenWakeUpLandsLate(t *testing.T) {
 		shell.SetTestHook(func(event string) {
 			switch event {
 			case "exited": // the waiter, before its wake-up
-				onceExited.Do(func() { close(exited); testutil.WaitClosed(armed, waitLimit) })
+				onceExited.Do(func() { close(exited); testutil.WaitClosed(armed, hookWait) })
 			case "armed": // the reader, before its first read after the exit
-				onceArmed.Do(func() { close(armed); testutil.WaitClosed(woke, waitLimit) })
+				onceArmed.Do(func() { close(armed); testutil.WaitClosed(woke, hookWait) })
 			case "woke":
 				onceWoke.Do(func() { close(woke) })
 			}
