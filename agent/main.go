@@ -93,6 +93,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	makeHome(getenv("HOME"), o.workspace, log)
 	pos := posture.Read()
 	log.Info("posture", "posture", pos)
+	hash, err := selfHash() // selfhash.go: which binary serves, in every hello
+	if err != nil {
+		log.Warn("agent binary hash", "err", err)
+	}
 	toolCfg := o.tools // the limits; the rest is filled in here
 	toolCfg.Workspace, toolCfg.Logger, toolCfg.Env = o.workspace, log, egressEnv
 	toolSet := tools.New(toolCfg)
@@ -102,19 +106,20 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			Model: loop.NewOpenAI(llm), Tools: toolSet.All(), Workspace: o.workspace,
 			MaxSteps: o.loop.MaxSteps, Budget: o.loop.Budget,
 		},
-		Token:    o.token,
-		Software: software,
-		Logger:   log,
-		Posture:  &pos,
-		Claim:    tok.set,
-		Terminal: terminal.Config{IdleTimeout: o.termIdle, Env: egressEnv}, // terminals get the egress proxy too
-		Files:    files.New(files.Config{Workspace: o.workspace, MaxFileBytes: o.maxFileBytes, Logger: log}),
+		Token:     o.token,
+		Software:  software,
+		AgentHash: hash,
+		Logger:    log,
+		Posture:   &pos,
+		Claim:     tok.set,
+		Terminal:  terminal.Config{IdleTimeout: o.termIdle, Env: egressEnv}, // terminals get the egress proxy too
+		Files:     files.New(files.Config{Workspace: o.workspace, MaxFileBytes: o.maxFileBytes, Logger: log}),
 	})
 	ln, err := session.Listen(o.listen)
 	if err != nil {
 		return err
 	}
-	log.Info("agent listening", "addr", o.listen, "version", version, "workspace", o.workspace, "llm", llm, "llm_socket", o.llmSocket,
+	log.Info("agent listening", "addr", o.listen, "version", version, "hash", hash, "workspace", o.workspace, "llm", llm, "llm_socket", o.llmSocket,
 		"max_steps", o.loop.MaxSteps, "context_budget", o.loop.Budget, "output_limit", o.tools.OutputLimit)
 	err = srv.Run(ctx, ln)
 	log.Info("agent stopped", "err", err)

@@ -67,12 +67,13 @@ func (c *conn) handshake() bool {
 	c.thread = c.s.thread(name)
 	c.log = c.log.With("thread", name)
 	c.thread.attach(c, wire.MustNew(wire.TypeHello, name, env.ID, wire.Hello{
-		Version:  wire.Version,
-		Role:     wire.RoleAgent,
-		Software: c.s.cfg.Software,
-		Thread:   name,
-		Posture:  c.s.cfg.Posture,
-		Instance: c.s.instance,
+		Version:   wire.Version,
+		Role:      wire.RoleAgent,
+		Software:  c.s.cfg.Software,
+		Thread:    name,
+		Posture:   c.s.cfg.Posture,
+		Instance:  c.s.instance,
+		AgentHash: c.s.cfg.AgentHash,
 	}))
 	c.log.Debug("connection attached", "role", h.Role, "software", h.Software)
 	return true

@@ -39,6 +39,9 @@ type Config struct {
 	Token string
 	// Software names this build in the hello answer, e.g. "boxwire-agent/0.1.0".
 	Software string
+	// AgentHash, when set, is reported in every hello answer: the SHA-256
+	// of the agent's binary, "sha256:<hex>" (wire.Hello.AgentHash).
+	AgentHash string
 	// Files, when set, serves wire.FilesPath (file transfers, agent/files)
 	// behind the same token check as the WebSocket.
 	Files http.Handler

@@ -64,7 +64,7 @@ func (g greeter) wait(ctx context.Context, id string, res *resources, claim bool
 	defer cancel()
 	pol := f.cfg.Posture.ForRuntime(res.runtime)
 	for attempt := 1; ; attempt++ {
-		conn, err := g.greet(ctx, res.dirs, id, pol, claim)
+		conn, err := g.greet(ctx, res, id, pol, claim)
 		if err == nil {
 			return conn, nil
 		}
@@ -87,13 +87,14 @@ func (g greeter) wait(ctx context.Context, id string, res *resources, claim bool
 	}
 }
 
-// greet dials the agent's socket in its folder (without trusting
+// greet dials the agent's socket in res's folder (without trusting
 // the name, boxdir.Dirs.DialAgent), exchanges hello, checks the agent's
 // posture against pol and, when claim is set, hands the agent its LLM
 // proxy token in a claim. The token never travels in the sandbox's
-// environment, where its commands could read it (/proc/1/environ).
-func (g greeter) greet(ctx context.Context, dirs boxdir.Dirs, id string, pol *PosturePolicy, claim bool) (*websocket.Conn, error) {
-	f := g.f
+// environment, where its commands could read it (/proc/1/environ). The
+// build the agent names is recorded in res (resources.build).
+func (g greeter) greet(ctx context.Context, res *resources, id string, pol *PosturePolicy, claim bool) (*websocket.Conn, error) {
+	f, dirs := g.f, res.dirs
 	d := websocket.Dialer{
 		NetDialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return dirs.DialAgent(ctx, agentSocket)
@@ -131,6 +132,7 @@ func (g greeter) greet(ctx context.Context, dirs boxdir.Dirs, id string, pol *Po
 			return nil, fmt.Errorf("%w: %w", errAgentAnswer, err)
 		}
 	}
+	res.setBuild(buildOf(answer))
 	return conn, nil
 }
 

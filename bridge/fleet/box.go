@@ -104,6 +104,9 @@ type Status struct {
 	IdleExpires time.Time // when it is suspended or removed if nobody uses it
 	ImageID     string    // the image id it runs ("" unknown)
 	Egress      []string  // the box's own egress rules
+	// Agent is what the agent of the current sandbox named of its build
+	// in its hello (zero before one answered).
+	Agent AgentBuild
 }
 
 // Status describes b now.
@@ -111,7 +114,7 @@ func (f *Fleet) Status(b *Box) Status {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return Status{Expires: b.expires, IdleExpires: b.lastUsed.Add(b.idleTTL).UTC().Truncate(time.Second),
-		ImageID: b.imageID, Egress: slices.Clone(b.egress)}
+		ImageID: b.imageID, Egress: slices.Clone(b.egress), Agent: b.res.build()}
 }
 
 // Options are the validated choices for a new thread's sandbox.

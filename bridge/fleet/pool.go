@@ -308,7 +308,7 @@ func (p *warmPool) bindPooled(ctx context.Context, b *Box, threadID string) (con
 	}
 	ctx, cancel := context.WithTimeout(ctx, helloTimeout)
 	defer cancel()
-	return p.f.greeter.greet(ctx, b.res.dirs, threadID, p.f.cfg.Posture.ForRuntime(b.runtime), true)
+	return p.f.greeter.greet(ctx, b.res, threadID, p.f.cfg.Posture.ForRuntime(b.runtime), true)
 }
 
 // poolOwns reports whether the box id is a pooled sandbox of this run,

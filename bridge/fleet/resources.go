@@ -4,18 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/boxwire/boxwire/bridge/boxdir"
 	"github.com/boxwire/boxwire/bridge/egress"
 	"github.com/boxwire/boxwire/bridge/llmproxy"
 	"github.com/boxwire/boxwire/bridge/sandbox"
+	"github.com/boxwire/boxwire/bridge/wire"
 )
 
 // resources are what a box owns outside the process. remove deletes
 // them; fields left empty were never created. Only sandboxID changes after
 // creation (a replacement, lifecycle.go): read and set it with sandbox and
-// setSandbox, which are safe for concurrent use.
+// setSandbox, which are safe for concurrent use; so is the agent build the
+// current sandbox's agent named in its hello (build, setBuild).
 type resources struct {
 	dirs      boxdir.Dirs // the sandbox's host folders; zero when not made
 	proxy     *llmproxy.Listener
@@ -23,7 +26,40 @@ type resources struct {
 	volume    string
 	runtime   string // the sandbox's OCI runtime; its posture is checked under it
 	mu        sync.Mutex
-	sandboxID string // guarded by mu once the resources are shared
+	sandboxID string     // guarded by mu once the resources are shared
+	agent     AgentBuild // guarded by mu: what the newest greeted agent named
+}
+
+// AgentBuild is what a sandbox's agent says of its build in its hello.
+type AgentBuild struct {
+	// Version is the part of its software name after "boxwire-agent/"
+	// (all of it for another name).
+	Version string
+	// Hash is the SHA-256 of its binary, "sha256:<hex>" (wire.Hello.AgentHash).
+	Hash string
+}
+
+// buildOf reads an agent's hello.
+func buildOf(h wire.Hello) AgentBuild {
+	v, ok := strings.CutPrefix(h.Software, "boxwire-agent/")
+	if !ok {
+		v = h.Software
+	}
+	return AgentBuild{Version: v, Hash: h.AgentHash}
+}
+
+// build is what the agent greeted last named of its build.
+func (r *resources) build() AgentBuild {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.agent
+}
+
+// setBuild records what a greeted agent named of its build.
+func (r *resources) setBuild(a AgentBuild) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.agent = a
 }
 
 // sandbox is the id of the current sandbox ("" before it was created).

@@ -123,6 +123,12 @@ type ThreadInfo struct {
 	Egress []string `json:"egress,omitempty"`
 	// ImageID is the image id the sandbox runs, when the bridge knows it.
 	ImageID string `json:"image_id,omitempty"`
+	// AgentVersion is the version the sandbox's agent named in its hello
+	// (the part of Hello.Software after "boxwire-agent/", or all of it);
+	// AgentHash is the SHA-256 of its binary (Hello.AgentHash). Empty
+	// while no agent answered, and for a suspended thread.
+	AgentVersion string `json:"agent_version,omitempty"`
+	AgentHash    string `json:"agent_hash,omitempty"`
 	// Suspended is when the thread's sandbox was suspended (status
 	// SandboxSuspended only).
 	Suspended *time.Time `json:"suspended,omitempty"`

@@ -97,6 +97,11 @@ type Hello struct {
 	Posture *Posture `json:"posture,omitempty"`
 	// Instance is, from an agent, its process's random id (resume.go).
 	Instance string `json:"instance,omitempty"`
+	// AgentHash is, from an agent, the SHA-256 of the binary it runs
+	// ("sha256:<hex>" of /proc/self/exe, read at its start): with Software
+	// it says which build serves, also when the binary was mounted over
+	// the image's (the bridge's --agent-binary).
+	AgentHash string `json:"agent_hash,omitempty"`
 }
 
 // Roles carried in Hello.Role.

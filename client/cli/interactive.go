@@ -192,7 +192,7 @@ func (s *session) command(ctx context.Context, line string) (code int, quit bool
 	case "/expand":
 		s.expand(ctx, args)
 	case "/status":
-		s.r.Printf("%s", s.statusLine())
+		s.r.Printf("%s", s.statusReport(ctx)) // status.go
 	case "/approve", "/deny":
 		s.answerCommand(cmd, args, "") // approval.go
 	case "/egress":

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -96,6 +97,50 @@ func (s *session) statusLine() string {
 		tokens += fmt.Sprintf(" in %d calls", s.requests)
 	}
 	return strings.Join(append(parts, tokens), " · ")
+}
+
+// statusTimeout bounds asking the bridge about the thread for /status.
+const statusTimeout = 5 * time.Second
+
+// statusReport is /status: the status line and, on a bridge, a second line
+// with what the thread's sandbox runs: "agent 0.2.0 (sha256:1f2e3d4c5b6a) ·
+// image boxwire:latest (sha256:9a8b7c6d5e4f)". A bridge that does not
+// answer leaves the second line out.
+func (s *session) statusReport(ctx context.Context) string {
+	line := s.statusLine()
+	c := s.current()
+	if c.Server().Role == wire.RoleAgent {
+		return line
+	}
+	ctx, cancel := context.WithTimeout(ctx, statusTimeout)
+	defer cancel()
+	info, err := chat.GetThread(ctx, s.o.Chat, c.Thread())
+	if err != nil {
+		return line
+	}
+	return line + "\n" + runsLine(info)
+}
+
+// runsLine says which agent build and image a thread's sandbox runs.
+func runsLine(info wire.ThreadInfo) string {
+	agent := "agent " + cmp.Or(info.AgentVersion, "unknown")
+	if info.AgentHash != "" {
+		agent += " (" + shortHash(info.AgentHash) + ")"
+	}
+	img := "image " + info.Image
+	if info.ImageID != "" {
+		img += " (" + shortHash(info.ImageID) + ")"
+	}
+	return agent + " · " + img
+}
+
+// shortHash shortens "sha256:<hex>" to its first 12 hex digits.
+func shortHash(h string) string {
+	algo, hex, ok := strings.Cut(h, ":")
+	if ok && len(hex) > 12 {
+		return algo + ":" + hex[:12]
+	}
+	return h
 }
 
 // status prints the status line after a turn on a terminal.

@@ -154,6 +154,7 @@ class Hello:
     after_seq: int = 0
     posture: Posture | None = None
     instance: str = ""
+    agent_hash: str = ""
 
 
 @dataclass
@@ -537,6 +538,8 @@ class ThreadInfo:
     runtime: str = ""
     egress: list[str] = field(default_factory=list)
     image_id: str = ""
+    agent_version: str = ""
+    agent_hash: str = ""
     suspended: str | None = None
     owner: str = ""
 

@@ -26,6 +26,7 @@ export const Hello = obj({
     }),
   ),
   instance: opt(str),
+  agent_hash: opt(str),
 });
 
 export const Text = obj({ text: str });
@@ -192,6 +193,8 @@ export const ThreadInfo = obj({
   clients: num,
   egress: opt(arr(str)),
   image_id: opt(str),
+  agent_version: opt(str),
+  agent_hash: opt(str),
   suspended: opt(str),
   owner: opt(str),
 });
