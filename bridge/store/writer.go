@@ -21,6 +21,8 @@ type item struct {
 	cursor *Cursor // set for SaveCursor
 	// inflight is set for SaveInflight (inflight.go): the thread's list.
 	inflight *[]wire.Envelope
+	// next is set for AppendNext (next.go): the store numbers env.
+	next func(seq uint64, err error)
 }
 
 // writer is the store's group-commit goroutine: it takes everything queued,
@@ -161,6 +163,8 @@ func (w *writer) run() {
 			for _, it := range batch {
 				if it.flush != nil {
 					close(it.flush)
+				} else if it.next != nil {
+					it.next(committedSeq(it, err), err) // next.go
 				} else if it.done != nil {
 					it.done(err)
 				}
@@ -184,7 +188,7 @@ func (w *writer) commit(batch []item) error {
 		events := tx.Bucket(bucketEvents)
 		cursors := map[string]*Cursor{}
 		inflight := map[string][]wire.Envelope{}
-		for _, it := range batch {
+		for i, it := range batch {
 			if it.flush != nil {
 				continue
 			}
@@ -199,6 +203,10 @@ func (w *writer) commit(batch []item) error {
 			b, err := events.CreateBucketIfNotExists([]byte(it.thread))
 			if err != nil {
 				return fmt.Errorf("events bucket of %s: %w", it.thread, err)
+			}
+			if it.next != nil {
+				it.env.Seq = nextSeq(b) // next.go
+				batch[i].env.Seq = it.env.Seq
 			}
 			data, err := json.Marshal(it.env)
 			if err != nil {

@@ -1,0 +1,100 @@
+package store
+
+import (
+	"time"
+
+	"github.com/boxwire/boxwire/bridge/auth"
+	"github.com/boxwire/boxwire/bridge/wire"
+)
+
+// Backend is everything the bridge keeps: thread records, each thread's
+// event log, agent cursor and requests in flight, users, keys and the
+// audit log (auth.Store), and the retention that bounds them. The bbolt
+// *Store (one bridge, one file) and bridge/store/pgstore's *Store
+// (PostgreSQL, several bridges) implement it with the same semantics;
+// bridge/store/storetest holds the tests both pass.
+//
+// Implementations are safe for concurrent use.
+//
+// Events. A thread's events are numbered by seq, from 1. Append stores an
+// event at the seq its caller gave it (the bridge numbers a thread's
+// events as it makes them), replacing an event stored there. AppendNext
+// has the store number it: one past the thread's newest stored seq,
+// decided in the transaction that writes it while the thread is locked,
+// so writers that race — goroutines of one bridge or several bridges on
+// one database — get consecutive seqs, with no gap and no seq given twice.
+// Both queue the event and return at once (unless the queue is full: then
+// they block until there is room); a single writer commits whatever is
+// queued in one transaction (group commit) and then calls the callbacks,
+// in the order of the calls, from its goroutine. So an event can be
+// delivered only once it is stored, and per thread the log keeps the order
+// of the calls. After Close a callback gets an error at once; for a thread
+// deleted before the call, ErrDeleted.
+//
+// SaveCursor and SaveInflight queue a thread's agent cursor and its list
+// of requests in flight behind the events queued before them: each is
+// committed with those events or after them, never before, and the newest
+// one queued per thread wins. They never fail; after Close or for a
+// deleted thread they do nothing. Flush waits until everything queued
+// before it is committed.
+//
+// Reads (Thread, Threads, Events, LastSeq, Cursor, Inflight) see what is
+// committed. A missing thread, cursor or list is not an error: Thread and
+// Cursor report ok false, the others an empty result.
+//
+// DeleteThread and Prune first commit what is queued, then remove; later
+// writes to a thread they removed are dropped (ErrDeleted) rather than
+// bringing it back.
+//
+// Users, keys and audit entries (auth.Store) are written at once, each
+// durable when its call returns.
+//
+// Close commits what is queued, stops the writer and releases the store;
+// it is idempotent.
+type Backend interface {
+	auth.Store
+
+	// PutThread creates or replaces a thread record.
+	PutThread(t Thread) error
+	// Thread returns the record of id; ok is false when there is none.
+	Thread(id string) (t Thread, ok bool, err error)
+	// Threads returns every thread record, oldest (by Created) first.
+	Threads() ([]Thread, error)
+	// DeleteThread removes a thread record, its events, cursor and
+	// requests in flight. A missing thread is not an error.
+	DeleteThread(id string) error
+
+	// Append queues env, which carries its seq, for the thread's log;
+	// done, when not nil, gets nil once it is committed.
+	Append(thread string, env wire.Envelope, done func(error))
+	// AppendNext queues env for the thread's log at the seq after the
+	// newest stored one (env.Seq is ignored); done, when not nil, gets
+	// that seq once it is committed.
+	AppendNext(thread string, env wire.Envelope, done func(seq uint64, err error))
+	// Events returns up to limit of the thread's stored events with seq >
+	// after, oldest first (limit <= 0: all).
+	Events(thread string, after uint64, limit int) ([]wire.Envelope, error)
+	// LastSeq returns the seq of the thread's newest stored event, 0 if
+	// none.
+	LastSeq(thread string) (uint64, error)
+	// Flush blocks until everything queued before it is committed.
+	Flush()
+
+	// SaveCursor queues the thread's agent cursor; Cursor reads it.
+	SaveCursor(thread string, c Cursor)
+	Cursor(thread string) (c Cursor, ok bool, err error)
+	// SaveInflight queues the thread's whole list of requests in flight
+	// (empty: none); Inflight reads it, oldest first.
+	SaveInflight(thread string, reqs []wire.Envelope)
+	Inflight(thread string) ([]wire.Envelope, error)
+
+	// Prune applies the store's Retention at now: it deletes threads
+	// whose newest event is older than MaxAge unless live reports them,
+	// and drops the oldest events of a thread past MaxEvents or MaxBytes
+	// (the newest always stays). It returns the ids it deleted.
+	Prune(now time.Time, live func(id string) bool) (PruneStats, []string, error)
+
+	Close() error
+}
+
+var _ Backend = (*Store)(nil)
