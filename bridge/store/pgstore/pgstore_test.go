@@ -1,0 +1,177 @@
+package pgstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/boxwire/boxwire/bridge/store"
+	"github.com/boxwire/boxwire/bridge/store/pgstore"
+	"github.com/boxwire/boxwire/bridge/store/pgstore/pgtest"
+	"github.com/boxwire/boxwire/bridge/store/storetest"
+	"github.com/boxwire/boxwire/bridge/wire"
+)
+
+// server is the PostgreSQL server of this package's tests; nil unless
+// BOXWIRE_PG_TESTS=1.
+var server *pgtest.Server
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	if pgtest.Enabled() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		srv, err := pgtest.Start(ctx)
+		cancel()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		server = srv
+		defer func() {
+			if err := srv.Stop(); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+			}
+		}()
+	}
+	code := m.Run()
+	if err := goleak.Find(); err != nil && code == 0 {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return code
+}
+
+// newDatabase returns the URL of an empty database, or skips t.
+func newDatabase(t *testing.T) string {
+	t.Helper()
+	if server == nil {
+		t.Skip("PostgreSQL tests are off: set " + pgtest.EnvVar + "=1 (make unit does)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	url, err := server.NewDatabase(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return url
+}
+
+func open(t *testing.T, url string, opt store.Options) *pgstore.Store {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := pgstore.Open(ctx, url, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// The PostgreSQL store passes the suite every store.Backend passes, with
+// several stores (bridges) on one database where a case races writers.
+func TestBackend(t *testing.T) {
+	if server == nil {
+		t.Skip("PostgreSQL tests are off: set " + pgtest.EnvVar + "=1 (make unit does)")
+	}
+	storetest.Run(t, storetest.Config{Shared: true, New: func(t *testing.T) storetest.Open {
+		url := newDatabase(t)
+		return func(opt store.Options) (store.Backend, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			return pgstore.Open(ctx, url, opt)
+		}
+	}})
+}
+
+// Bridges starting together on a new database migrate it once, under the
+// advisory lock; a later start finds it up to date.
+func TestMigrationsOnce(t *testing.T) {
+	t.Parallel()
+	url := newDatabase(t)
+	var wg sync.WaitGroup
+	stores := make([]*pgstore.Store, 4)
+	errs := make([]error, len(stores))
+	for i := range stores {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			stores[i], errs[i] = pgstore.Open(ctx, url, store.Options{})
+		}()
+	}
+	wg.Wait()
+	for i, s := range stores {
+		if errs[i] != nil {
+			t.Fatalf("open %d: %v", i, errs[i])
+		}
+		v, err := s.SchemaVersion(context.Background())
+		if err != nil || v != 1 {
+			t.Fatalf("schema version %d, %v; want 1", v, err)
+		}
+		s.Close()
+	}
+	s := open(t, url, store.Options{})
+	if v, err := s.SchemaVersion(context.Background()); err != nil || v != 1 {
+		t.Fatalf("after reopen: schema version %d, %v", v, err)
+	}
+}
+
+// A thread one bridge deletes stays deleted for the others: their later
+// writes to it are dropped with ErrDeleted (the tombstone), and their
+// other threads are unaffected.
+func TestDeletionSeenByOtherBridges(t *testing.T) {
+	t.Parallel()
+	url := newDatabase(t)
+	a, b := open(t, url, store.Options{}), open(t, url, store.Options{})
+	done := make(chan error, 3)
+	b.Append("t1", ev(1, "x"), func(err error) { done <- err })
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := a.DeleteThread("t1"); err != nil {
+		t.Fatal(err)
+	}
+	b.Append("t1", ev(2, "late"), func(err error) { done <- err })
+	b.AppendNext("t1", ev(0, "late"), func(_ uint64, err error) { done <- err })
+	b.Append("t2", ev(1, "other"), func(err error) { done <- err })
+	for i, want := range []error{store.ErrDeleted, store.ErrDeleted, nil} {
+		if err := <-done; !errors.Is(err, want) || (want == nil && err != nil) {
+			t.Fatalf("append %d: %v; want %v", i, err, want)
+		}
+	}
+	b.SaveCursor("t1", store.Cursor{Instance: "x", Seq: 3})
+	b.Flush()
+	if evs, err := a.Events("t1", 0, 0); err != nil || len(evs) != 0 {
+		t.Fatalf("events of the deleted thread: %d, %v", len(evs), err)
+	}
+	if _, ok, err := a.Cursor("t1"); ok || err != nil {
+		t.Fatalf("cursor of the deleted thread: %v, %v", ok, err)
+	}
+}
+
+func TestIsURL(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]bool{
+		"postgres://u@h/db": true, "postgresql://h/db?sslmode=disable": true,
+		"/var/lib/boxwire/boxwire.db": false, "": false, "postgres": false,
+	} {
+		if got := pgstore.IsURL(in); got != want {
+			t.Errorf("IsURL(%q) = %v", in, got)
+		}
+	}
+}
+
+func ev(seq uint64, text string) wire.Envelope {
+	e := wire.MustNew(wire.TypeAssistantDelta, "t1", "m1", wire.Text{Text: text})
+	e.Seq = seq
+	return e
+}
