@@ -12,11 +12,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/boxwire/boxwire/bridge/auth"
 	"github.com/boxwire/boxwire/bridge/llmproxy"
 	"github.com/boxwire/boxwire/bridge/sandbox"
 	"github.com/boxwire/boxwire/bridge/server"
 	"github.com/boxwire/boxwire/bridge/store"
+	"github.com/boxwire/boxwire/bridge/store/pgstore"
 )
 
 // options are the bridge's settings from flags and the environment (flags
@@ -44,6 +47,10 @@ type options struct {
 
 	// egressThreadMax: rules a thread's own egress rules must fall within (docs/egress-thread.md)
 	egressThreadMax []string
+
+	// store is where threads and events are kept (--store): "" for the
+	// bbolt file <data-dir>/boxwire.db, or a postgres:// URL (checkStore).
+	store string
 }
 
 // parseOptions reads args (after any subcommand) with defaults from getenv.
@@ -80,6 +87,7 @@ func parseOptions(name string, args []string, getenv func(string) string) (optio
 	fs.IntVar(&o.retention.MaxEvents, "retain-events", envInt(getenv, "BOXWIRE_RETAIN_EVENTS", 0), "keep at most this many newest events per thread (0: all)")
 	fs.Int64Var(&o.retention.MaxBytes, "retain-bytes", int64(envInt(getenv, "BOXWIRE_RETAIN_BYTES", 0)), "keep about this many bytes of newest events per thread (0: all)")
 	fs.DurationVar(&o.storeSync, "store-sync", envDur(getenv, "BOXWIRE_STORE_SYNC", 100*time.Millisecond), "fsync the event store at most this often; 0: before every event is sent (slower; survives power loss)")
+	fs.StringVar(&o.store, "store", getenv("BOXWIRE_STORE"), "where threads, events, users and audit are kept: a postgres:// URL, or the bbolt file (default: <data-dir>/boxwire.db)")
 	fs.IntVar(&o.logOutputCap, "log-output-cap", envInt(getenv, "BOXWIRE_LOG_OUTPUT_CAP", 0), "tool_output bytes of one call kept in the log; the rest stays in the sandbox's output file (0: 256 KiB)")
 	fs.BoolVar(&o.init, "init", getenv("BOXWIRE_INIT") == "1", "run the engine's init as PID 1 (for images without one)")
 	allowedHosts := fs.String("allowed-hosts", getenv("BOXWIRE_ALLOWED_HOSTS"), "comma-separated host names clients may reach the bridge by, besides IP addresses and localhost (* for any; others get 421, against DNS rebinding)")
@@ -104,6 +112,9 @@ func parseOptions(name string, args []string, getenv func(string) string) (optio
 	o.allowedHosts = splitList(*allowedHosts)
 	o.egressThreadMax = splitList(*egressThreadMax)
 	o.limits.NanoCPUs = int64(*cpus * 1e9)
+	if err := o.checkStore(); err != nil {
+		return o, err
+	}
 	return o, nil
 }
 
@@ -216,4 +227,25 @@ func envDur(getenv func(string) string, key string, def time.Duration) time.Dura
 		return v
 	}
 	return def
+}
+
+// checkStore checks --store. The server opens only the bbolt file yet: a
+// postgres:// URL is parsed, then refused until the server takes a
+// store.Backend (bridge/store/pgstore is one; issue 22). A file must be
+// the one the server opens, <data-dir>/boxwire.db.
+func (o *options) checkStore() error {
+	switch {
+	case o.store == "":
+		return nil
+	case pgstore.IsURL(o.store):
+		if _, err := pgxpool.ParseConfig(o.store); err != nil {
+			return fmt.Errorf("--store: %w", err) // pgx leaves the password out
+		}
+		return errors.New("--store postgres is not wired yet: the bridge keeps its store in <data-dir>/" + server.StoreFile + " for now (issue 22)")
+	}
+	if want := filepath.Join(o.dataDir, server.StoreFile); filepath.Clean(o.store) != filepath.Clean(want) {
+		return fmt.Errorf("--store %s: the store file is <data-dir>/%s (%s); set --data-dir to move it", o.store, server.StoreFile, want)
+	}
+	o.store = ""
+	return nil
 }
