@@ -50,7 +50,7 @@ lint:
 ## included (BOXWIRE_ENGINE_TESTS=1: they need the engine and, for
 ## bridge/sandbox, the base image; plain `go test ./...` skips them)
 unit: image
-	BOXWIRE_ENGINE_TESTS=1 $(GO) test -race -count=1 ./...
+	BOXWIRE_ENGINE_TESTS=1 BOXWIRE_PG_TESTS=1 $(GO) test -race -count=1 ./...
 	$(GO) test -run '^$$' -fuzz '^FuzzReadMessage$$' -fuzztime 200000x -fuzzminimizetime 2000x ./bridge/wire
 
 ## e2e: end-to-end tests on the real engine with the real image
