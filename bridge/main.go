@@ -53,6 +53,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, log *sl
 	if err != nil {
 		return err
 	}
+	hup := make(chan os.Signal, 1) // SIGHUP reloads the image allowlist (--images-file)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	cfg.Reload = hup
 	return server.Run(ctx, cfg, o.listen)
 }
 

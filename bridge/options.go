@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/boxwire/boxwire/bridge/auth"
+	"github.com/boxwire/boxwire/bridge/fleet"
 	"github.com/boxwire/boxwire/bridge/llmproxy"
 	"github.com/boxwire/boxwire/bridge/sandbox"
 	"github.com/boxwire/boxwire/bridge/server"
@@ -51,6 +53,13 @@ type options struct {
 	// store is where threads and events are kept (--store): "" for the
 	// bbolt file <data-dir>/boxwire.db, or a postgres:// URL (checkStore).
 	store string
+
+	// Rollouts (docs/lifecycle.md): the pace of moving live sandboxes to a
+	// rebuilt image; a file of allowed images re-read on SIGHUP; an agent
+	// binary mounted into new sandboxes.
+	rollout     fleet.RolloutConfig
+	imagesFile  string
+	agentBinary string
 }
 
 // parseOptions reads args (after any subcommand) with defaults from getenv.
@@ -97,6 +106,11 @@ func parseOptions(name string, args []string, getenv func(string) string) (optio
 	fs.BoolVar(&o.oidc.CreateUsers, "oidc-create-users", getenv("BOXWIRE_OIDC_CREATE_USERS") == "1", "create a user on first use of a valid token naming an unknown one")
 	fs.Int64Var(&o.userLimits.TokensPerDay, "user-tokens-per-day", int64(envInt(getenv, "BOXWIRE_USER_TOKENS_PER_DAY", 0)), "model tokens one user's sandboxes (not an admin's) may use a UTC day, unless the user has a limit of their own (0: no limit)")
 	fs.IntVar(&o.userLimits.Sandboxes, "user-max-sandboxes", envInt(getenv, "BOXWIRE_USER_MAX_SANDBOXES", 0), "sandboxes one user (not an admin) may run at a time, unless the user has a limit of their own (0: no limit)")
+	fs.IntVar(&o.rollout.Batch, "rollout-batch", envInt(getenv, "BOXWIRE_ROLLOUT_BATCH", 0), "after a rebuild of their image, move at most this many idle live sandboxes per --rollout-interval (0: all at once); the warm pool refills at once")
+	fs.DurationVar(&o.rollout.Interval, "rollout-interval", envDur(getenv, "BOXWIRE_ROLLOUT_INTERVAL", fleet.DefaultRolloutInterval), "pause between two batches of --rollout-batch")
+	fs.BoolVar(&o.rollout.Paused, "rollout-paused", getenv("BOXWIRE_ROLLOUT_PAUSED") == "1", "start with the rollout paused (POST /v1/rollout resumes it)")
+	fs.StringVar(&o.imagesFile, "images-file", getenv("BOXWIRE_IMAGES_FILE"), "file of images a thread may choose besides --image and --images, one a line (# comments); re-read on SIGHUP")
+	fs.StringVar(&o.agentBinary, "agent-binary", getenv("BOXWIRE_AGENT_BINARY"), "host agent binary mounted read-only over the image's in new sandboxes (a static build of ./agent; no image rebuild)")
 	wsSize := fs.String("workspace-size", env("BOXWIRE_WORKSPACE_SIZE", "10GiB"), "size cap of each /workspace, e.g. 10GiB (a sparse ext4 image on a loop device; needs root on the engine's host); 0: uncapped")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -115,7 +129,40 @@ func parseOptions(name string, args []string, getenv func(string) string) (optio
 	if err := o.checkStore(); err != nil {
 		return o, err
 	}
+	if o.rollout.Batch < 0 || o.rollout.Interval < 0 {
+		return o, errors.New("--rollout-batch and --rollout-interval must not be negative")
+	}
+	if o.agentBinary != "" {
+		abs, err := filepath.Abs(o.agentBinary)
+		if err != nil {
+			return o, fmt.Errorf("--agent-binary: %w", err)
+		}
+		if fi, err := os.Stat(abs); err != nil || !fi.Mode().IsRegular() {
+			return o, fmt.Errorf("--agent-binary %s: not a regular file (%v)", o.agentBinary, err)
+		}
+		o.agentBinary = abs
+	}
 	return o, nil
+}
+
+// allowedImages are --images and the lines of --images-file, read now
+// (again on SIGHUP, server.Config.ReloadImages).
+func (o options) allowedImages() ([]string, error) {
+	images := slices.Clone(o.images)
+	if o.imagesFile == "" {
+		return images, nil
+	}
+	raw, err := os.ReadFile(o.imagesFile)
+	if err != nil {
+		return nil, fmt.Errorf("--images-file: %w", err)
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		line, _, _ = strings.Cut(line, "#")
+		if line = strings.TrimSpace(line); line != "" && !slices.Contains(images, line) {
+			images = append(images, line)
+		}
+	}
+	return images, nil
 }
 
 // connect makes the sandbox manager and checks that the engine answers
@@ -145,6 +192,11 @@ func (o options) server(mgr sandbox.Manager, getenv func(string) string, log *sl
 		MaxUploadBytes: o.maxUpload, AllowedHosts: o.allowedHosts, UserLimits: o.userLimits,
 		Retention: o.retention, MaxStoredOutput: o.logOutputCap, StoreSync: o.storeSync,
 		EgressThreadMax: o.egressThreadMax, // docs/egress-thread.md
+		Rollout:         o.rollout, AgentBinary: o.agentBinary, ReloadImages: o.allowedImages,
+	}
+	var err error
+	if cfg.Images, err = o.allowedImages(); err != nil {
+		return cfg, err
 	}
 	if err := applySecurity(&cfg, getenv); err != nil {
 		return cfg, err

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -34,7 +35,7 @@ type Box struct {
 	key       string // key in Fleet.boxes
 	scope     wire.Scope
 	assistant string
-	image     string
+	image     string // the image reference it was made with; Image says the current one
 	runtime   string
 	created   time.Time
 	expires   time.Time
@@ -69,6 +70,13 @@ type Box struct {
 	dueSince    time.Time           // when a recycle became due and waited for work
 	recreateMu  sync.Mutex          // serializes recreate; not Fleet.mu
 	reuse       bool                // the workspace volume is a suspended thread's: kept on failure
+
+	// Moving to another image (rollout.go): moved, when set, is the image
+	// reference the box runs from its next sandbox on (MoveImage; safe
+	// for concurrent use); moving says that replacement is still to come,
+	// whatever the rollout's pace.
+	moved  atomic.Pointer[string]
+	moving bool
 }
 
 // ID is the box id: the sandbox's container is boxwire-<id>, its volume
@@ -81,8 +89,15 @@ func (b *Box) Scope() wire.Scope { return b.scope }
 // Assistant names the assistant of a shared box.
 func (b *Box) Assistant() string { return b.assistant }
 
-// Image is the image reference the box runs.
-func (b *Box) Image() string { return b.image }
+// Image is the image reference the box runs, or will from its next
+// sandbox on when it was moved to another (MoveImage). It is safe for
+// concurrent use.
+func (b *Box) Image() string {
+	if m := b.moved.Load(); m != nil {
+		return *m
+	}
+	return b.image
+}
 
 // Runtime is the box's OCI runtime ("" the engine's default).
 func (b *Box) Runtime() string { return b.runtime }
@@ -121,7 +136,7 @@ func (f *Fleet) Status(b *Box) Status {
 type Options struct {
 	scope     wire.Scope
 	assistant string
-	image     string
+	image     string // the image reference it was made with; Image says the current one
 	runtime   string
 	idleTTL   time.Duration
 	egress    []string // canonical thread egress rules (egress.go)
@@ -343,7 +358,7 @@ func (f *Fleet) startBox(ctx context.Context, b *Box) (err error) {
 	}
 	b.res.setSandbox(sb.ID)
 	f.recordImage(ctx, b) // lifecycle.go
-	log.Info("sandbox created", "sandbox", sb.ID, "image", b.image, "scope", b.scope, "runtime", b.runtime)
+	log.Info("sandbox created", "sandbox", sb.ID, "image", b.Image(), "scope", b.scope, "runtime", b.runtime)
 	return nil
 }
 
@@ -383,7 +398,7 @@ func (f *Fleet) spec(b *Box) sandbox.Spec {
 	}
 	return sandbox.Spec{
 		Name:            "boxwire-" + b.id,
-		Image:           b.image,
+		Image:           b.Image(),
 		Runtime:         b.runtime,
 		Env:             env,
 		Labels:          f.labels(b),
@@ -391,6 +406,7 @@ func (f *Fleet) spec(b *Box) sandbox.Spec {
 		AgentDir:        b.res.dirs.Agent,
 		WorkspaceVolume: "boxwire-ws-" + b.id,
 		User:            fmt.Sprintf("%d:%d", f.cfg.SandboxUID, f.cfg.SandboxGID),
+		AgentBinary:     f.cfg.AgentBinary,
 	}
 }
 

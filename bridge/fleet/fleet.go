@@ -76,6 +76,12 @@ type Config struct {
 	// IdleTTL, MaxLifetime, ThreadTTL, RecycleGrace, ReapInterval: see
 	// server.Config.
 	IdleTTL, MaxLifetime, ThreadTTL, RecycleGrace, ReapInterval time.Duration
+	// Rollout paces how live sandboxes move to a rebuilt image (rollout.go).
+	Rollout RolloutConfig
+	// AgentBinary, when set, is a host file mounted read-only over the
+	// image's agent binary in every new sandbox (sandbox.Spec.AgentBinary):
+	// a developer's build serves without an image rebuild.
+	AgentBinary string
 	// Pool is how many greeted sandboxes the warm pool keeps per image
 	// (0: none); PoolIdle empties an image's pool nobody took from.
 	Pool     int
@@ -158,6 +164,9 @@ type Fleet struct {
 	// rules (egress.go).
 	greeter greeter
 	rules   boxRules
+	// roll is the rollout to rebuilt images and the image allowlist
+	// (rollout.go).
+	roll rollout
 }
 
 // New checks cfg and returns a fleet with its reaper (and pool filler)
@@ -187,6 +196,7 @@ func New(cfg Config) (*Fleet, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &Fleet{cfg: cfg, log: log, ctx: ctx, cancel: cancel, boxes: map[string]*Box{}}
 	f.px.f, f.reaper.f, f.rec.f, f.greeter.f, f.rules.f = f, f, f, f, f
+	f.roll.init(f) // rollout.go
 	f.bg.Add(1)
 	go f.reaper.reap()
 	f.pool.startPool(f) // pool.go

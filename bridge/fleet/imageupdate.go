@@ -4,53 +4,73 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/boxwire/boxwire/bridge/sandbox"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
-// checkImages replaces the sandboxes whose image reference now names
-// another image id than the one they run (the image was rebuilt under the
-// same tag, e.g. `make image`): idle ones at once (recycle, reason
-// image_update), busy ones on a later check once their work ended. Boxes
-// whose image id is unknown are left alone. It runs on the reaper's tick
-// and at the end of Reconcile, and blocks for the engine.
+// checkImages looks up what the image references in use name now and
+// moves what runs an older build (the image was rebuilt under the same
+// tag, e.g. `make image`) or was moved to another image (MoveImage): the
+// warm pool's old sandboxes are drained at once and refilled, live ones
+// are replaced (recycle, reason image_update) at the rollout's pace and
+// only while none of their threads works (rollout.go); busy ones on a
+// later check. Boxes whose image id is unknown are left alone. It runs on
+// the reaper's tick and at the end of Reconcile, and blocks for the
+// engine.
 func (rp *reaper) checkImages(ctx context.Context) {
-	res, ok := rp.f.cfg.Manager.(sandbox.ImageResolver)
+	f := rp.f
+	res, ok := f.cfg.Manager.(sandbox.ImageResolver)
 	if !ok {
 		return
 	}
 	var boxes []*Box
-	rp.f.mu.Lock()
-	for _, b := range rp.f.boxes {
+	refs := map[string]bool{}
+	f.mu.Lock()
+	for _, b := range f.boxes {
 		select {
 		case <-b.ready:
 		default:
 			continue
 		}
-		if b.err == nil && !b.gone && b.planned == nil && b.imageID != "" && (!b.pooled || b.thread != "") {
+		if b.err == nil && !b.gone && b.planned == nil && (b.imageID != "" || b.moving) && (!b.pooled || b.thread != "") {
 			boxes = append(boxes, b)
+			refs[b.Image()] = true
 		}
 	}
-	rp.f.mu.Unlock()
-	now := map[string]string{} // image reference → its id, asked once per check
-	for _, b := range boxes {
-		want, asked := now[b.image]
-		if !asked {
-			id, err := res.ImageID(ctx, b.image)
-			if err != nil {
-				rp.f.log.Warn("resolve image", "image", b.image, "err", err)
-			}
-			now[b.image], want = id, id
+	for _, ready := range f.pool.ready {
+		for _, b := range ready {
+			refs[b.image] = true
 		}
-		rp.f.mu.Lock()
-		cur, busy := b.imageID, rp.f.boxBusy(b)
-		rp.f.mu.Unlock()
-		if want == "" || want == cur || busy {
+	}
+	f.mu.Unlock()
+	now := map[string]string{} // image reference → its id, asked once per check
+	for ref := range refs {
+		id, err := res.ImageID(ctx, ref)
+		if err != nil {
+			f.log.Warn("resolve image", "image", ref, "err", err)
 			continue
 		}
-		rp.f.recycle(ctx, b, wire.SandboxExited{Reason: wire.ExitImageUpdate,
-			Message: fmt.Sprintf("image %s updated from %s to %s", b.image, shortID(cur), shortID(want))})
+		now[ref] = id
+	}
+	f.mu.Lock()
+	f.roll.learnLocked(now)
+	due := f.roll.dueLocked(boxes, time.Now())
+	f.mu.Unlock()
+	f.pool.drainStale() // pool.go
+	for _, b := range due {
+		f.mu.Lock()
+		cur, busy, moving, want := b.imageID, f.boxBusy(b), b.moving, f.roll.latest[b.Image()]
+		f.mu.Unlock()
+		if busy { // a turn started meanwhile: it finishes on this build
+			continue
+		}
+		msg := fmt.Sprintf("image %s updated from %s to %s", b.Image(), shortID(cur), shortID(want))
+		if moving {
+			msg = fmt.Sprintf("image changed to %s (%s)", b.Image(), shortID(want))
+		}
+		f.recycle(ctx, b, wire.SandboxExited{Reason: wire.ExitImageUpdate, Message: msg})
 	}
 }
 

@@ -167,6 +167,7 @@ func (f *Fleet) recreate(ctx context.Context, b *Box, old string, why wire.Sandb
 		b.created, b.expires = now, now.Add(f.cfg.MaxLifetime)
 	}
 	b.planned, b.lastReplace, b.dueSince = nil, why, time.Time{}
+	b.moving = false // rollout.go: the next sandbox runs the image it was moved to
 	f.mu.Unlock()
 	sb, err := f.cfg.Manager.Create(ctx, f.spec(b))
 	if err != nil {

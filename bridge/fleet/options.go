@@ -33,8 +33,8 @@ func (f *Fleet) Options(req wire.CreateThread) (Options, error) {
 	}
 	if o.image == "" {
 		o.image = f.cfg.Image
-	} else if !slices.Contains(f.images(), o.image) {
-		return notAllowed("image %q is not allowed (allowed: %v)", o.image, f.images())
+	} else if allowed := f.images(); !slices.Contains(allowed, o.image) { // rollout.go
+		return notAllowed("image %q is not allowed (allowed: %v)", o.image, allowed)
 	}
 	if o.runtime == "" {
 		o.runtime = f.cfg.Runtime
@@ -73,9 +73,6 @@ func (f *Fleet) ResumeOptions(rec ThreadRecord) Options {
 	return Options{scope: rec.Scope, assistant: rec.Assistant, image: rec.Image, runtime: rec.Runtime,
 		idleTTL: cmp.Or(rec.IdleTTL, f.cfg.IdleTTL), egress: rec.Egress, boxID: rec.Box}
 }
-
-// images is the allowlist: the default image and Config.Images.
-func (f *Fleet) images() []string { return append([]string{f.cfg.Image}, f.cfg.Images...) }
 
 // validName reports whether n is a valid box, thread or assistant name:
 // 1-64 letters, digits, '.', '_' or '-'.

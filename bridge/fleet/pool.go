@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -123,7 +124,7 @@ func (p *warmPool) trimPool(now time.Time) {
 		}
 		kept := p.ready[key][:0]
 		for _, b := range p.ready[key] {
-			if idle || !now.Before(b.created.Add(p.f.cfg.MaxLifetime/2)) {
+			if idle || !now.Before(b.created.Add(p.f.cfg.MaxLifetime/2)) || p.f.roll.staleLocked(b.image, b.imageID) {
 				drop = append(drop, b)
 				continue
 			}
@@ -133,7 +134,48 @@ func (p *warmPool) trimPool(now time.Time) {
 	}
 	drop = append(drop, p.poolOverLimitLocked()...) // pool_limit.go
 	p.f.mu.Unlock()
-	p.removePooled(drop, "warm pool idle or sandbox too old")
+	p.removePooled(drop, "warm pool idle, sandbox too old or on an older build of its image")
+}
+
+// drainStale removes the ready pooled sandboxes whose image was rebuilt
+// since they started (rollout.go: the ids checkImages looked up) and
+// wakes the filler to start new ones. It blocks for the engine.
+func (p *warmPool) drainStale() {
+	var drop []*Box
+	p.f.mu.Lock()
+	for key, ready := range p.ready {
+		kept := ready[:0]
+		for _, b := range ready {
+			if p.f.roll.staleLocked(b.image, b.imageID) {
+				drop = append(drop, b)
+				continue
+			}
+			kept = append(kept, b)
+		}
+		p.ready[key] = kept
+	}
+	p.f.mu.Unlock()
+	if len(drop) > 0 {
+		p.removePooled(drop, "its image was rebuilt")
+		p.wakePool()
+	}
+}
+
+// learnImage looks up what image names now, for a claim (a rebuild the
+// reaper has not seen yet must not hand out the old build). It blocks for
+// one engine call when the manager can tell (sandbox.ImageResolver).
+func (p *warmPool) learnImage(ctx context.Context, image string) {
+	res, ok := p.f.cfg.Manager.(sandbox.ImageResolver)
+	if !ok {
+		return
+	}
+	id, err := res.ImageID(ctx, image)
+	if err != nil {
+		return // the claim goes on with what the last look found
+	}
+	p.f.mu.Lock()
+	p.f.roll.learnLocked(map[string]string{image: id})
+	p.f.mu.Unlock()
 }
 
 // removePooled removes sandboxes taken out of the pool's ready lists.
@@ -197,6 +239,8 @@ func (p *warmPool) fillPool(key string) (err error) {
 		return fmt.Errorf("create sandbox: %w", err)
 	}
 	b.res.sandboxID = sb.ID
+	// lifecycle.go: a rebuild of its image drains it (drainStale)
+	p.f.recordImage(ctx, b)
 	conn, err := p.f.greeter.wait(ctx, id, b.res, false) // no token until a thread takes it
 	if err != nil {
 		return err
@@ -247,6 +291,7 @@ func (p *warmPool) claimPooled(ctx context.Context, o Options, threadID string) 
 	if p.f.cfg.Pool <= 0 || o.scope != wire.ScopeThread {
 		return nil, nil
 	}
+	p.learnImage(ctx, o.image)
 	for ctx.Err() == nil {
 		start := time.Now()
 		b := p.takePooled(poolKey(o.image, o.runtime), threadID, o.idleTTL)
@@ -277,14 +322,17 @@ func (p *warmPool) takePooled(key, threadID string, idleTTL time.Duration) *Box 
 	defer p.f.mu.Unlock()
 	p.demand[key] = time.Now()
 	ready := p.ready[key]
-	if p.f.closed || len(ready) == 0 {
+	// A sandbox on an older build of its image stays for the filler to
+	// remove (trimPool), and the thread gets a new one.
+	i := slices.IndexFunc(ready, func(b *Box) bool { return !p.f.roll.staleLocked(b.image, b.imageID) })
+	if p.f.closed || i < 0 {
 		return nil
 	}
 	if max := p.f.cfg.MaxSandboxes; max > 0 && len(p.f.boxes) >= max {
 		return nil // acquireBox answers ErrLimit
 	}
-	b := ready[0]
-	p.ready[key] = ready[1:]
+	b := ready[i]
+	p.ready[key] = slices.Delete(ready, i, i+1)
 	delete(p.own, b.id)
 	b.key = boxKey(wire.ScopeThread, threadID)
 	b.thread, b.idleTTL, b.lastUsed = threadID, idleTTL, time.Now()

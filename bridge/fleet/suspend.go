@@ -76,7 +76,7 @@ func (f *Fleet) markSuspended(ctx context.Context, id string, b *Box, at time.Ti
 		if b == nil {
 			return nil
 		}
-		rec = ThreadRecord{ID: id, Box: b.id, Scope: b.scope, Assistant: b.assistant, Image: b.image,
+		rec = ThreadRecord{ID: id, Box: b.id, Scope: b.scope, Assistant: b.assistant, Image: b.Image(),
 			Runtime: b.runtime, Created: at}
 	}
 	rec.Suspended, rec.SuspendedFor = &at, reason

@@ -213,6 +213,14 @@ func (d *Docker) hostConfig(spec Spec) *container.HostConfig {
 			ReadOnly: true,
 		})
 	}
+	if spec.AgentBinary != "" {
+		hc.Mounts = append(hc.Mounts, mount.Mount{
+			Type:     mount.TypeBind,
+			Source:   spec.AgentBinary,
+			Target:   AgentBinaryPath,
+			ReadOnly: true,
+		})
+	}
 	if spec.AgentDir != "" {
 		hc.Mounts = append(hc.Mounts, mount.Mount{
 			Type:   mount.TypeBind,

@@ -73,11 +73,19 @@ type Spec struct {
 	// Runtime, when set, is the OCI runtime for this sandbox ("runsc");
 	// empty means the manager's default.
 	Runtime string
+	// AgentBinary, when set, is a host file bind-mounted read-only at
+	// AgentBinaryPath, over the image's agent binary (the bridge's
+	// --agent-binary: a developer's build without an image rebuild).
+	AgentBinary string
 	// Limits: zero means the manager's default.
 	PidsLimit   int64
 	MemoryBytes int64
 	NanoCPUs    int64
 }
+
+// AgentBinaryPath is the agent binary in the image, where Spec.AgentBinary
+// is mounted.
+const AgentBinaryPath = "/usr/local/bin/boxwire-agent"
 
 // SocketMount is where SocketDir appears inside the sandbox.
 const SocketMount = "/run/boxwire"

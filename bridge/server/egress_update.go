@@ -25,21 +25,28 @@ var errNoThread = errors.New("no such thread")
 
 // patchThread answers PATCH /v1/threads/{id}: {"egress": [...]} replaces
 // the thread's sandbox's own egress rules (an empty list removes them),
-// validated as on creation (fleet.ThreadEgress). It answers 200 with the
-// thread's ThreadInfo, 400 for a body or rules it refuses, 404 for an
-// unknown thread. It blocks while the thread is being resumed or its
-// sandbox suspended.
+// validated as on creation (fleet.ThreadEgress); {"image": "..."} moves
+// the thread's sandbox to another allowed image, keeping workspace and
+// conversation (rollout_api.go); a body may carry both. It answers 200
+// with the thread's ThreadInfo, 400 for a body, rules or an image it
+// refuses, 404 for an unknown thread. It blocks while the thread is being
+// resumed or its sandbox suspended.
 func (s *Server) patchThread(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	var req struct {
 		Egress *[]string `json:"egress"` // wire.UpdateThread, with "missing" told from "empty"
+		Image  *string   `json:"image"`
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxCreateBody))
 	if err == nil {
 		err = json.Unmarshal(body, &req)
 	}
-	if err == nil && req.Egress == nil {
-		err = errors.New(`egress is required (an empty list removes the thread's rules)`)
+	switch {
+	case err != nil:
+	case req.Egress == nil && req.Image == nil:
+		err = errors.New(`egress is required, or image (an empty egress list removes the thread's rules)`)
+	case req.Image != nil && *req.Image == "":
+		err = errors.New("image must name an allowed image")
 	}
 	if err != nil {
 		writeJSONError(w, http.StatusBadRequest, wire.CodeBadMessage, "body: "+err.Error())
@@ -48,6 +55,19 @@ func (s *Server) patchThread(w http.ResponseWriter, r *http.Request) {
 	if _, ok, _ := s.cfg.Store.Get(r.Context(), id); !ok && s.lookup(id) == nil {
 		writeJSONError(w, http.StatusNotFound, wire.CodeNotFound, fmt.Sprintf("thread %q not found", id))
 		return
+	}
+	if req.Image != nil {
+		ctx, cancel := s.untilClose(r.Context())
+		info, err := s.moveImage(ctx, id, *req.Image) // rollout_api.go
+		cancel()
+		if err != nil || req.Egress == nil {
+			if err != nil {
+				s.writeMoveError(w, id, err)
+			} else {
+				writeJSON(w, http.StatusOK, info)
+			}
+			return
+		}
 	}
 	rules, err := s.fleet.ThreadEgress(*req.Egress)
 	if err != nil {

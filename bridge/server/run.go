@@ -40,10 +40,16 @@ func Run(ctx context.Context, cfg Config, addr string) error {
 	go func() { errc <- hs.Serve(ln) }() // ends with hs.Shutdown below
 	log.Info("listening on http://"+ln.Addr().String(), "software", cfg.Software, "config", srv.cfg)
 
-	select {
-	case <-ctx.Done():
-		log.Info("shutting down; sandboxes stay for the next start (bridge gc removes them)")
-	case err = <-errc:
+	for done := false; !done; {
+		select {
+		case <-ctx.Done():
+			log.Info("shutting down; sandboxes stay for the next start (bridge gc removes them)")
+			done = true
+		case err = <-errc:
+			done = true
+		case <-cfg.Reload: // main: SIGHUP; a nil channel never fires
+			srv.reloadImages() // rollout_api.go
+		}
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
 	defer cancel()

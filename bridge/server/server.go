@@ -96,6 +96,13 @@ type Config struct {
 	// ReapInterval is how often the reaper looks for expired sandboxes;
 	// default the smaller of 30s and IdleTTL/4.
 	ReapInterval time.Duration
+	// Rollout paces how live sandboxes move to a rebuilt image; Reload
+	// and ReloadImages reload Images (rollout_api.go); AgentBinary is a
+	// host agent binary mounted into new sandboxes (fleet.Config).
+	Rollout      fleet.RolloutConfig
+	Reload       <-chan os.Signal
+	ReloadImages func() ([]string, error)
+	AgentBinary  string
 	// Store keeps thread records; default the store file
 	// <DataDir>/boxwire.db (see store.go).
 	Store ThreadStore
@@ -282,7 +289,7 @@ func (s *Server) fleetConfig() fleet.Config {
 		Image: c.Image, Images: c.Images, Runtime: c.Runtime, Runtimes: c.Runtimes,
 		MaxSandboxes: c.MaxSandboxes, IdleTTL: c.IdleTTL, MaxLifetime: c.MaxLifetime,
 		ThreadTTL: c.ThreadTTL, RecycleGrace: c.RecycleGrace, ReapInterval: c.ReapInterval,
-		Pool: c.Pool, PoolIdle: c.PoolIdle,
+		Pool: c.Pool, PoolIdle: c.PoolIdle, Rollout: c.Rollout, AgentBinary: c.AgentBinary,
 		LLM: c.LLM, UsageEvents: c.UsageEvents, LLMAdmit: s.admitModelCall, LLMUsage: s.countTokens, // users.go
 		Egress: c.Egress, EgressThreadMax: c.EgressThreadMax, Policy: c.Policy, EgressRoots: c.EgressRoots,
 		Posture: c.Posture,
@@ -308,7 +315,8 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("PATCH /v1/threads/{id}", s.auth(s.owned(s.audited("thread.update", http.HandlerFunc(s.patchThread))))) // egress_update.go
 	mux.Handle("GET /v1/threads/{id}/events", s.auth(s.owned(s.audited("thread.export", http.HandlerFunc(s.exportEvents)))))
 	mux.Handle(wire.ThreadFilesPath, s.auth(s.owned(s.audited("", http.HandlerFunc(s.serveFiles)))))
-	s.adminRoutes(mux) // users_api.go
+	s.adminRoutes(mux)   // users_api.go
+	s.rolloutRoutes(mux) // rollout_api.go
 	// Browser sessions (login.go) and the page at / (web.go).
 	mux.HandleFunc("POST /v1/login", s.postLogin)
 	mux.HandleFunc("GET /v1/login", s.getLogin)

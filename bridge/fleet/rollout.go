@@ -1,0 +1,278 @@
+package fleet
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/boxwire/boxwire/bridge/wire"
+)
+
+// Rollouts: how sandboxes move to a new build of their image (a rebuild
+// under the same tag, `make image`) or to another image (MoveImage).
+// checkImages (imageupdate.go) resolves the image references in use on
+// every reaper tick and hands the result here: pooled sandboxes on an old
+// build are drained at once and the pool refills (pool.go: drainStale,
+// and claims skip them); live sandboxes move at the configured pace, only
+// while none of their threads works, unless the rollout is paused.
+
+// DefaultRolloutInterval is the pause between two batches of a rollout
+// with a batch size.
+const DefaultRolloutInterval = 30 * time.Second
+
+// RolloutConfig paces a rollout. The zero value moves every idle sandbox
+// on the tick that finds its image rebuilt.
+type RolloutConfig struct {
+	// Batch is how many live sandboxes start moving per Interval; 0: all
+	// idle ones at once.
+	Batch int
+	// Interval is the pause between batches (with Batch set); 0:
+	// DefaultRolloutInterval. Batches start on reaper ticks, so a pause
+	// shorter than the reap interval is one tick.
+	Interval time.Duration
+	// Paused starts the fleet with live sandboxes held on their build
+	// (the pool still refills with the new one).
+	Paused bool
+}
+
+// rollout is the fleet's rollout state and its image allowlist. Its fields
+// are guarded by Fleet.mu.
+type rollout struct {
+	f       *Fleet
+	paused  bool
+	last    time.Time         // when the last batch started
+	latest  map[string]string // image reference → the id it named at the last look
+	allowed []string          // the images besides Config.Image a thread may use (SetImages)
+}
+
+func (r *rollout) init(f *Fleet) {
+	r.f, r.paused, r.latest = f, f.cfg.Rollout.Paused, map[string]string{}
+	r.allowed = slices.Clone(f.cfg.Images)
+}
+
+// interval is the pause between batches.
+func (r *rollout) interval() time.Duration {
+	return cmp.Or(r.f.cfg.Rollout.Interval, DefaultRolloutInterval)
+}
+
+// learnLocked records what image references name now (ids by reference;
+// a reference that could not be resolved is left out). The caller holds
+// f.mu.
+func (r *rollout) learnLocked(ids map[string]string) {
+	for ref, id := range ids {
+		if id != "" {
+			r.latest[ref] = id
+		}
+	}
+}
+
+// staleLocked reports whether a sandbox of image reference ref running
+// image id runs an older build than ref names (as last looked up). The
+// caller holds f.mu.
+func (r *rollout) staleLocked(ref, id string) bool {
+	want := r.latest[ref]
+	return want != "" && id != "" && id != want
+}
+
+// dueLocked picks, of boxes, those to replace now: every idle box moved
+// to another image (MoveImage), and the idle boxes on an old build at the
+// rollout's pace — none while paused, all without a batch size, else at
+// most Batch (oldest first) once Interval has passed since the last
+// batch. A box whose member works waits for a later tick. The caller
+// holds f.mu.
+func (r *rollout) dueLocked(boxes []*Box, now time.Time) (due []*Box) {
+	var stale []*Box
+	for _, b := range boxes {
+		if b.gone || b.planned != nil || r.f.boxBusy(b) {
+			continue
+		}
+		want := r.latest[b.Image()]
+		switch {
+		case b.moving && (want == "" || want != b.imageID):
+			due = append(due, b)
+		case r.staleLocked(b.Image(), b.imageID):
+			stale = append(stale, b)
+		}
+	}
+	if r.paused || len(stale) == 0 {
+		return due
+	}
+	if n := r.f.cfg.Rollout.Batch; n > 0 {
+		if !r.last.IsZero() && now.Sub(r.last) < r.interval() {
+			return due
+		}
+		slices.SortFunc(stale, func(a, b *Box) int { return a.created.Compare(b.created) })
+		stale = stale[:min(n, len(stale))]
+		r.last = now
+	}
+	return append(due, stale...)
+}
+
+// RolloutStatus is what GET /v1/rollout shows: the pace, whether it is
+// paused, and per image reference in use what runs it.
+type RolloutStatus struct {
+	Paused bool `json:"paused"`
+	// Batch is how many sandboxes move per Interval (0: all at once).
+	Batch    int          `json:"batch"`
+	Interval string       `json:"interval,omitempty"`
+	Images   []ImageUsage `json:"images"`
+}
+
+// ImageUsage is one image reference in use.
+type ImageUsage struct {
+	Image string `json:"image"`
+	// ImageID is what the reference named at the last look ("" not yet
+	// looked up).
+	ImageID string `json:"image_id,omitempty"`
+	// Sandboxes and Threads are the live sandboxes of this reference and
+	// their threads; Behind counts those sandboxes on an older build (or
+	// moved here and not yet replaced); Pooled the warm pool's ready ones.
+	Sandboxes int `json:"sandboxes"`
+	Threads   int `json:"threads"`
+	Behind    int `json:"behind"`
+	Pooled    int `json:"pooled"`
+}
+
+// Rollout describes the rollout now, images sorted by reference.
+func (f *Fleet) Rollout() RolloutStatus {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := RolloutStatus{Paused: f.roll.paused, Batch: f.cfg.Rollout.Batch, Images: []ImageUsage{}}
+	if st.Batch > 0 {
+		st.Interval = f.roll.interval().String()
+	}
+	use := map[string]*ImageUsage{}
+	of := func(ref string) *ImageUsage {
+		if use[ref] == nil {
+			use[ref] = &ImageUsage{Image: ref, ImageID: f.roll.latest[ref]}
+		}
+		return use[ref]
+	}
+	for _, b := range f.boxes {
+		select {
+		case <-b.ready:
+		default:
+			continue // still being created
+		}
+		if b.gone || b.err != nil {
+			continue
+		}
+		u := of(b.Image())
+		u.Sandboxes++
+		u.Threads += len(b.members)
+		if b.moving || f.roll.staleLocked(b.Image(), b.imageID) {
+			u.Behind++
+		}
+	}
+	for _, ready := range f.pool.ready {
+		if len(ready) > 0 {
+			of(ready[0].image).Pooled += len(ready)
+		}
+	}
+	for _, u := range use {
+		st.Images = append(st.Images, *u)
+	}
+	slices.SortFunc(st.Images, func(a, b ImageUsage) int { return cmp.Compare(a.Image, b.Image) })
+	return st
+}
+
+// PauseRollout holds live sandboxes on their build (paused) or lets the
+// rollout go on from the next reaper tick. Moves (MoveImage) and the pool
+// are not held.
+func (f *Fleet) PauseRollout(paused bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.roll.paused != paused {
+		f.log.Info("rollout", "paused", paused)
+	}
+	f.roll.paused = paused
+}
+
+// SetImages replaces the images a thread may ask for besides the default
+// image (Config.Images; the bridge reloads them on SIGHUP). Threads already
+// on an image no longer listed keep it.
+func (f *Fleet) SetImages(images []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.roll.allowed = slices.Clone(images)
+}
+
+// images is the allowlist: the default image and the others allowed.
+func (f *Fleet) images() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string{f.cfg.Image}, f.roll.allowed...)
+}
+
+// MoveImage gives box boxID the image reference image, which must be
+// allowed (a wire.Error not_allowed says it is not), keeping its workspace
+// and its threads' conversations: the records of every thread of the box
+// name the new image (a suspended thread resumes on it); a live box is
+// replaced at once when none of its threads works, else as soon as its
+// work ended, whatever the rollout's pace. It returns the image the box
+// had and its threads, live or stored, sorted. It blocks for the records
+// and, for an idle live box, the engine's stop of the old sandbox.
+func (f *Fleet) MoveImage(ctx context.Context, boxID, image string) (prev string, ids []string, err error) {
+	if !slices.Contains(f.images(), image) {
+		return "", nil, wire.Error{Code: wire.CodeNotAllowed, Message: fmt.Sprintf("image %q is not allowed (allowed: %v)", image, f.images())}
+	}
+	unlockBox := f.LockBox(boxID)
+	live := f.liveBox(boxID)
+	if live != nil {
+		prev = live.Image()
+		f.mu.Lock()
+		if image != prev {
+			live.moved.Store(&image)
+			live.moving = true
+		}
+		for tid := range live.members {
+			ids = append(ids, tid)
+		}
+		f.mu.Unlock()
+	}
+	ids, prev, err = f.storeImage(ctx, boxID, image, ids, prev)
+	unlockBox()
+	if err != nil || live == nil || image == prev {
+		return prev, ids, err
+	}
+	f.mu.Lock()
+	busy := f.boxBusy(live)
+	f.mu.Unlock()
+	if !busy {
+		f.recycle(ctx, live, wire.SandboxExited{Reason: wire.ExitImageUpdate,
+			Message: fmt.Sprintf("image changed from %s to %s", prev, image)})
+	}
+	return prev, ids, nil
+}
+
+// storeImage names image in the records of every thread of box boxID and
+// adds their ids to ids (sorted, once each); prev, when empty, becomes the
+// image the first record named.
+func (f *Fleet) storeImage(ctx context.Context, boxID, image string, ids []string, prev string) ([]string, string, error) {
+	for _, r := range f.recordsOfBox(ctx, boxID) { // records.go
+		prev = cmp.Or(prev, r.Image)
+		r.Image = image
+		if err := f.cfg.Records.Put(ctx, r); err != nil {
+			return nil, prev, fmt.Errorf("store thread %s: %w", r.ID, err)
+		}
+		if !slices.Contains(ids, r.ID) {
+			ids = append(ids, r.ID)
+		}
+	}
+	slices.Sort(ids)
+	return ids, prev, nil
+}
+
+// liveBox returns the live box whose id is id, or nil.
+func (f *Fleet) liveBox(id string) *Box {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, b := range f.boxes {
+		if b.id == id && !b.gone {
+			return b
+		}
+	}
+	return nil
+}
