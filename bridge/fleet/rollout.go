@@ -265,12 +265,17 @@ func (f *Fleet) storeImage(ctx context.Context, boxID, image string, ids []strin
 	return ids, prev, nil
 }
 
-// liveBox returns the live box whose id is id, or nil.
+// liveBox returns the live, ready box whose id is id, or nil.
 func (f *Fleet) liveBox(id string) *Box {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, b := range f.boxes {
-		if b.id == id && !b.gone {
+		select {
+		case <-b.ready:
+		default:
+			continue // still being created: no thread of it answers yet
+		}
+		if b.id == id && !b.gone && b.err == nil {
 			return b
 		}
 	}
