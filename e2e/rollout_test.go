@@ -86,8 +86,8 @@ func newAgentImages(t *testing.T) *agentImages {
 		defer ai.mu.Unlock()
 		slices.Reverse(ai.ids)
 		for _, id := range ai.ids {
-			// Tags first, then the image: a tag rebuilt since points elsewhere.
-			_ = exec.Command("docker", "rmi", "--no-prune", id).Run()
+			// Newest first: each id (a tag rebuilt since names another).
+			_ = exec.Command("docker", "rmi", id).Run() // and the build's untagged parents
 		}
 	})
 	return ai
