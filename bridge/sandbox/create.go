@@ -288,14 +288,41 @@ func (d *Docker) cleanupContainer(ctx context.Context, id string) {
 	}
 }
 
-// cleanupVolume removes a volume created by a failed Create.
+// cleanupVolume removes a volume created by a failed Create, and first
+// any container that uses it: a create whose context ended may still have
+// been carried out by the engine (it finishes a container creation whose
+// client went away), leaving a container nobody knows the id of, which
+// holds the volume "in use" — RemoveVolume would wait for it in vain.
 func (d *Docker) cleanupVolume(ctx context.Context, name string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	if err := d.RemoveVolume(ctx, name); err != nil {
-		d.log.Warn("remove volume of failed sandbox", "volume", name, "err", err)
+	f := client.Filters{}
+	f.Add("volume", name)
+	var err error
+	for ctx.Err() == nil {
+		// The container may appear only after a first look (the engine
+		// still working on the abandoned create): look again each round.
+		if res, lerr := d.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f}); lerr == nil {
+			for _, c := range res.Items {
+				if rerr := d.Remove(ctx, c.ID); rerr != nil {
+					d.log.Warn("remove container of failed sandbox", "sandbox", c.ID, "volume", name, "err", rerr)
+				}
+			}
+		}
+		try, cancelTry := context.WithTimeout(ctx, volumeTryTimeout)
+		err = d.RemoveVolume(try, name)
+		cancelTry()
+		if err == nil {
+			return
+		}
 	}
+	d.log.Warn("remove volume of failed sandbox", "volume", name, "err", err)
 }
+
+// volumeTryTimeout bounds one round of cleanupVolume's removal (its own
+// retries included) before it looks again for a container using the
+// volume.
+const volumeTryTimeout = 2 * time.Second
 
 // specName names spec in errors: its name, else its image.
 func specName(spec Spec) string {
