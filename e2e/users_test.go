@@ -175,6 +175,25 @@ func TestUsersOwnership(t *testing.T) {
 		t.Errorf("alice's turn ended %q", done.Reason)
 	}
 	s.conn.Close()
+	// A request that names another thread inside its envelope acts on the
+	// sender's own thread: bob, attached to his, sends run_tool naming
+	// alice's; the command runs in bob's sandbox, never in alice's.
+	bs := e.dialWith(bob, "")
+	raw, _ := json.Marshal(map[string]any{"command": "touch /workspace/bob-was-here", "timeout": 30})
+	ctx, cancel := context.WithTimeout(context.Background(), turnTimeout)
+	defer cancel()
+	if err := bs.conn.Send(ctx, wire.MustNew(wire.TypeRunTool, mine.ID, "rt-cross", wire.RunTool{Name: "execute", Arguments: raw})); err != nil {
+		t.Fatal(err)
+	}
+	for res := bs.awaitEvent(wire.TypeToolResult); res.ID != "rt-cross"; res = bs.awaitEvent(wire.TypeToolResult) {
+	}
+	if out := dockerExec(t, mine.SandboxID, "sh", "-c", "test -e /workspace/bob-was-here && echo FOUND || echo absent"); strings.TrimSpace(out) != "absent" {
+		t.Errorf("bob's command ran in alice's sandbox: %q", out)
+	}
+	if out := dockerExec(t, e.containerOf(bs.conn.Thread()), "sh", "-c", "test -e /workspace/bob-was-here && echo FOUND"); strings.TrimSpace(out) != "FOUND" {
+		t.Errorf("bob's command did not run in his own sandbox: %q", out)
+	}
+	bs.conn.Close()
 	if code, _ := e.call(alice, http.MethodDelete, "/v1/threads/"+mine.ID, nil); code != http.StatusNoContent {
 		t.Errorf("alice deletes her thread: %d", code)
 	}
