@@ -153,9 +153,13 @@ func benchRebuild(t *testing.T, r *report) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{"Dockerfile", ".dockerignore"} {
+	// What the Dockerfile copies besides the agent binary.
+	for _, f := range []string{"Dockerfile", ".dockerignore", "image/profile.sh"} {
 		data, err := os.ReadFile(filepath.Join(root, f))
 		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(ctxDir, f)), 0o755); err != nil {
 			t.Fatal(err)
 		}
 		if err := os.WriteFile(filepath.Join(ctxDir, f), data, 0o644); err != nil {
