@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/boxwire/boxwire/bridge/flow"
 	"github.com/boxwire/boxwire/bridge/wire"
 	"github.com/gorilla/websocket"
 )
@@ -239,7 +238,7 @@ func (c *conn) writeOut(out outgoing) bool {
 }
 
 // w is the writer of c's socket; only writePump (and what it calls) writes.
-func (c *conn) w() flow.Writer { return flow.Writer{Conn: c.ws, Wait: writeWait} }
+func (c *conn) w() wire.Writer { return wire.Writer{Conn: c.ws, Wait: writeWait} }
 
 func (c *conn) write(env wire.Envelope) error { return c.w().JSON(env) }
 

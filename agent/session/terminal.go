@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	"github.com/boxwire/boxwire/agent/terminal"
-	"github.com/boxwire/boxwire/bridge/flow"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -16,7 +15,7 @@ import (
 const (
 	// termBudget is how many bytes of output frames may wait for the writer
 	// before the connection counts as full (terminal.Sink.Offer refuses).
-	termBudget = flow.TerminalBudget
+	termBudget = wire.TerminalBudget
 	// termQueueLen bounds the number of queued terminal items.
 	termQueueLen = 4096
 	// coalesceItems bounds how many queued items one write gathers, so the
@@ -24,10 +23,10 @@ const (
 	coalesceItems = 64
 )
 
-// termQueue is a connection's terminal queue (flow.Queue) and the
+// termQueue is a connection's terminal queue (wire.Queue) and the
 // writer's state for it.
 type termQueue struct {
-	term *flow.Queue[wire.Envelope]
+	term *wire.Queue[wire.Envelope]
 	// merged is the writer's buffer for coalesced frames, kept between
 	// writes (a WebSocket write is done with its buffer when it returns):
 	// a stream costs no allocation per write.
@@ -35,10 +34,10 @@ type termQueue struct {
 }
 
 // termItem is one queued terminal item: a control message or an output frame.
-type termItem = flow.Item[wire.Envelope]
+type termItem = wire.Item[wire.Envelope]
 
 func newTermQueue() termQueue {
-	return termQueue{term: flow.NewQueue[wire.Envelope](termQueueLen, termBudget)}
+	return termQueue{term: wire.NewQueue[wire.Envelope](termQueueLen, termBudget)}
 }
 
 // terminalRegistry holds the server's terminal sessions, created on first
@@ -119,10 +118,10 @@ func (c *conn) Offer(frame []byte) bool {
 
 // Watch implements terminal.Sink: w is woken when the writer takes an item
 // or the connection stops.
-func (c *conn) Watch(w *flow.Waker) { c.term.Watch(w) }
+func (c *conn) Watch(w *wire.Waker) { c.term.Watch(w) }
 
 // Unwatch implements terminal.Sink.
-func (c *conn) Unwatch(w *flow.Waker) { c.term.Unwatch(w) }
+func (c *conn) Unwatch(w *wire.Waker) { c.term.Unwatch(w) }
 
 // writeTerm writes out and whatever else is queued (up to coalesceItems),
 // merging consecutive output frames of one session into frames of up to

@@ -12,7 +12,7 @@
 // Watchers are Sinks. Output is offered to each Sink as encoded binary
 // frames; a Sink never blocks. While every watcher is full the PTY reader
 // waits (the fastest watcher paces the program, as a real terminal does),
-// woken when a watcher has room again (bridge/flow.Fanout: the Sink wakes
+// woken when a watcher has room again (bridge/wire.Fanout: the Sink wakes
 // the Waker it was given to Watch), never polling; a watcher that stays
 // full while another keeps up, or while nobody takes anything for
 // Config.StallLimit, is detached with reason too_slow and may attach again

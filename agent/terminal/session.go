@@ -10,7 +10,6 @@ import (
 	"github.com/charmbracelet/x/vt"
 
 	"github.com/boxwire/boxwire/agent/shell"
-	"github.com/boxwire/boxwire/bridge/flow"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -22,13 +21,13 @@ type Sink interface {
 	// peer, after everything queued before it. It must not drop it silently:
 	// a Sink that cannot queue it ends its connection.
 	Send(env wire.Envelope)
-	// Offer (flow.Target) queues one encoded output frame
+	// Offer (wire.Target) queues one encoded output frame
 	// (wire.AppendFrame), unless the peer's terminal buffer is full; it
 	// reports whether it queued it. The Sink may keep frame. While Offer
 	// refuses, the session waits for a Waker given to Watch: the Sink wakes
 	// it when it may have room again (its writer took something, or its
 	// connection ended), until Unwatch.
-	flow.Target
+	wire.Target
 }
 
 // ErrExited is returned for input to a session whose process has ended.
@@ -46,7 +45,7 @@ type Session struct {
 	// attach's screen and the frames after it fit together exactly.
 	outMu sync.Mutex
 	scr   *screen
-	fan   flow.Fanout[Sink] // used under outMu
+	fan   wire.Fanout[Sink] // used under outMu
 	// targets is fanout's buffer, kept between frames; under outMu.
 	targets []Sink
 
@@ -93,7 +92,7 @@ func (s *Session) publish(p []byte) {
 }
 
 // fanout offers frame to every watcher, waiting while some are full (see
-// flow.Fanout): one that is still full lagGrace after another watcher took
+// wire.Fanout): one that is still full lagGrace after another watcher took
 // the frame, or StallLimit after the first try, is detached as too slow.
 // Called with outMu held.
 func (s *Session) fanout(frame []byte) {

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/boxwire/boxwire/agent/terminal"
-	"github.com/boxwire/boxwire/bridge/flow"
 	"github.com/boxwire/boxwire/bridge/wire"
 	"go.uber.org/goleak"
 )
@@ -21,7 +20,7 @@ const waitFor = 10 * time.Second
 // sink records what a session sends; with full set it refuses frames, and
 // its Watchers are woken when full is cleared.
 type sink struct {
-	flow.Watchers
+	wire.Watchers
 	mu     sync.Mutex
 	out    bytes.Buffer
 	msgs   []wire.Envelope

@@ -5,13 +5,12 @@ import (
 	"time"
 
 	"github.com/boxwire/boxwire/agent/terminal"
-	"github.com/boxwire/boxwire/bridge/flow"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
-// Watch implements flow.Target for the counter (stream_test.go): a session
+// Watch implements wire.Target for the counter (stream_test.go): a session
 // waiting for it is woken when its stall is over.
-func (k *counter) Watch(w *flow.Waker) {
+func (k *counter) Watch(w *wire.Waker) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.stalled.IsZero() {
@@ -21,9 +20,9 @@ func (k *counter) Watch(w *flow.Waker) {
 	time.AfterFunc(time.Until(k.stalled.Add(k.stallFor)), w.Wake)
 }
 
-// Unwatch implements flow.Target; a late wake from Watch only makes the
+// Unwatch implements wire.Target; a late wake from Watch only makes the
 // session try again.
-func (k *counter) Unwatch(*flow.Waker) {}
+func (k *counter) Unwatch(*wire.Waker) {}
 
 // TestFullWatcherWokenWhenItDrains: a lone watcher that is full, then takes
 // output again well within StallLimit, is woken at once and keeps every

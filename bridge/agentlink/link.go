@@ -13,7 +13,6 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/boxwire/boxwire/bridge/fleet"
-	"github.com/boxwire/boxwire/bridge/flow"
 	"github.com/boxwire/boxwire/bridge/sandbox"
 	"github.com/boxwire/boxwire/bridge/store"
 	"github.com/boxwire/boxwire/bridge/wire"
@@ -268,7 +267,7 @@ func (l *Link) write(c *connection) {
 				return
 			}
 		case data := <-l.cfg.Input:
-			if err := (flow.Writer{Conn: c.ws, Wait: writeWait}).Binary(data); err != nil {
+			if err := (wire.Writer{Conn: c.ws, Wait: writeWait}).Binary(data); err != nil {
 				l.log.Warn("write terminal input to agent", "err", err)
 				return
 			}
@@ -289,7 +288,7 @@ func (l *Link) write(c *connection) {
 
 // writeEnvelope writes one frame with the write deadline.
 func writeEnvelope(ws *websocket.Conn, env wire.Envelope) error {
-	return flow.Writer{Conn: ws, Wait: writeWait}.JSON(env)
+	return wire.Writer{Conn: ws, Wait: writeWait}.JSON(env)
 }
 
 // readFrame reads a binary frame from the agent into a buffer of its own

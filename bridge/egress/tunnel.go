@@ -7,7 +7,7 @@ import (
 	"net"
 	"net/http"
 
-	"github.com/boxwire/boxwire/bridge/flow"
+	"github.com/boxwire/boxwire/bridge/httpserve"
 )
 
 // tunnel answers CONNECT: it dials t, hijacks the caller's connection and
@@ -89,7 +89,7 @@ func (p *Proxy) closeTunnels() {
 
 // Listener is a proxy served on a listener.
 type Listener struct {
-	srv *flow.Server
+	srv *httpserve.Server
 	p   *Proxy
 }
 
@@ -97,7 +97,7 @@ type Listener struct {
 // closes ln. It does not block. The bridge gives it a unix socket in a
 // folder only the bridge can write (bridge/boxdir).
 func (p *Proxy) Serve(ln net.Listener) *Listener {
-	return &Listener{p: p, srv: flow.Serve(ln, p, flow.ServeConfig{
+	return &Listener{p: p, srv: httpserve.Start(ln, p, httpserve.Config{
 		Name: "egress proxy", Logger: p.log, ErrorLevel: slog.LevelDebug, ReadHeaderTimeout: readHeaderTimeout,
 	})}
 }

@@ -5,7 +5,7 @@ import (
 	"net"
 	"time"
 
-	"github.com/boxwire/boxwire/bridge/flow"
+	"github.com/boxwire/boxwire/bridge/httpserve"
 )
 
 // readHeaderTimeout bounds a caller's request headers. There is no write
@@ -13,14 +13,14 @@ import (
 const readHeaderTimeout = 10 * time.Second
 
 // Listener is a proxy served on a listener. Close stops it.
-type Listener struct{ srv *flow.Server }
+type Listener struct{ srv *httpserve.Server }
 
 // Serve serves p on ln in a goroutine owned by the returned Listener, which
 // closes ln. It does not block. The bridge gives it a unix socket in a
 // folder only the bridge can write (bridge/boxdir), so that the socket's
 // name and mode cannot be turned against the host.
 func (p *Proxy) Serve(ln net.Listener) *Listener {
-	return &Listener{srv: flow.Serve(ln, p, flow.ServeConfig{
+	return &Listener{srv: httpserve.Start(ln, p, httpserve.Config{
 		Name: "llm proxy", Logger: p.log, ErrorLevel: slog.LevelWarn, ReadHeaderTimeout: readHeaderTimeout,
 	})}
 }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/boxwire/boxwire/bridge/flow"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -167,7 +166,7 @@ func (c *client) writePump(t *thread, g greeting) {
 }
 
 // w is the writer of c's connection; only writePump writes.
-func (c *client) w() flow.Writer { return flow.Writer{Conn: c.conn, Wait: writeWait} }
+func (c *client) w() wire.Writer { return wire.Writer{Conn: c.conn, Wait: writeWait} }
 
 // closedWake is always ready: the writer selects on it to take other work
 // between batches of events without waiting.
@@ -225,7 +224,7 @@ func (c *client) readPump(t *thread) {
 
 // writeEnvelope writes one frame with the write deadline.
 func writeEnvelope(conn *websocket.Conn, env wire.Envelope) error {
-	return flow.Writer{Conn: conn, Wait: writeWait}.JSON(env)
+	return wire.Writer{Conn: conn, Wait: writeWait}.JSON(env)
 }
 
 // reject answers a connection that will not be attached with env and a

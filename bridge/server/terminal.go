@@ -5,7 +5,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/boxwire/boxwire/bridge/flow"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -13,15 +12,15 @@ import (
 // screens; the bridge's one agent connection is attached to every session a
 // client of the thread attached, and the bridge fans the output frames out
 // to the clients attached to each session. Each client has a terminal queue
-// of its own beside its events, bounded in bytes (flow.Queue): while every
-// client of a session is full the relay waits (flow.Fanout, woken when a
+// of its own beside its events, bounded in bytes (wire.Queue): while every
+// client of a session is full the relay waits (wire.Fanout, woken when a
 // client's writer drains its queue or the client is kicked), which holds the
 // agent connection, and so paces the program; a client that stays full while another keeps up, or
 // for termStallLimit, is detached with terminal_detached too_slow and may
 // attach again for a fresh screen.
 const (
 	// termBudget is how many bytes of output frames may wait for one client.
-	termBudget = flow.TerminalBudget
+	termBudget = wire.TerminalBudget
 	// termQueueLen bounds the queued terminal items of one client. Every
 	// client has the queue, terminal or not, and a channel's buffer is
 	// allocated whole: 512 items (16 KiB) hold 2 MiB of the agent's usual
@@ -36,13 +35,13 @@ const (
 )
 
 // termQueue is a client's terminal queue (control messages and output
-// frames, see flow.Queue); its writePump drains it.
+// frames, see wire.Queue); its writePump drains it.
 type termQueue struct {
-	term *flow.Queue[wire.Envelope]
+	term *wire.Queue[wire.Envelope]
 }
 
 func newTermQueue() termQueue {
-	return termQueue{term: flow.NewQueue[wire.Envelope](termQueueLen, termBudget)}
+	return termQueue{term: wire.NewQueue[wire.Envelope](termQueueLen, termBudget)}
 }
 
 // termSend queues a terminal control message in order with the frames; a
@@ -54,7 +53,7 @@ func (c *client) termSend(env wire.Envelope) {
 	}
 }
 
-// Offer implements flow.Target: it queues an output frame unless
+// Offer implements wire.Target: it queues an output frame unless
 // termBudget bytes already wait. A client that is leaving takes every
 // frame (nothing to wait for).
 func (c *client) Offer(frame []byte) bool {
@@ -66,15 +65,15 @@ func (c *client) Offer(frame []byte) bool {
 	return c.term.Offer(frame)
 }
 
-// Watch implements flow.Target: w is woken when the writer takes an item,
+// Watch implements wire.Target: w is woken when the writer takes an item,
 // or when the client is kicked.
-func (c *client) Watch(w *flow.Waker) { c.term.Watch(w) }
+func (c *client) Watch(w *wire.Waker) { c.term.Watch(w) }
 
-// Unwatch implements flow.Target.
-func (c *client) Unwatch(w *flow.Waker) { c.term.Unwatch(w) }
+// Unwatch implements wire.Target.
+func (c *client) Unwatch(w *wire.Waker) { c.term.Unwatch(w) }
 
 // writeTerm writes one queued terminal item.
-func (c *client) writeTerm(out flow.Item[wire.Envelope]) error {
+func (c *client) writeTerm(out wire.Item[wire.Envelope]) error {
 	c.term.Release(out)
 	if out.Msg != nil {
 		return writeEnvelope(c.conn, *out.Msg)
@@ -90,7 +89,7 @@ type termRelay struct {
 	input    chan []byte
 	// fan fans output out on the agent link's reader (one at a time: a reader
 	// ends before the next link's starts reading).
-	fan flow.Fanout[*client]
+	fan wire.Fanout[*client]
 }
 
 func newTermRelay() *termRelay {

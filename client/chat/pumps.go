@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/boxwire/boxwire/bridge/flow"
 	"github.com/boxwire/boxwire/bridge/wire"
 	"github.com/gorilla/websocket"
 )
@@ -128,7 +127,7 @@ func (c *Conn) wake(env wire.Envelope) bool {
 func (c *Conn) writePump() {
 	defer close(c.writeDone)
 	defer c.ws.Close()
-	w := flow.Writer{Conn: c.ws, Wait: writeWait}
+	w := wire.Writer{Conn: c.ws, Wait: writeWait}
 	ticker := time.NewTicker(pingPeriod)
 	defer ticker.Stop()
 	for {

@@ -1,4 +1,4 @@
-package flow_test
+package wire_test
 
 import (
 	"bytes"
@@ -8,7 +8,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/boxwire/boxwire/bridge/flow"
+	"github.com/boxwire/boxwire/bridge/wire"
 )
 
 // fakeConn records what is written to it.
@@ -30,15 +30,15 @@ func (c *fakeConn) WriteControl(kind int, data []byte, deadline time.Time) error
 	}
 	return c.WriteMessage(kind, data)
 }
-func (c *fakeConn) WriteJSON(v any) error { return c.WriteMessage(flow.TextMessage, []byte("json")) }
+func (c *fakeConn) WriteJSON(v any) error { return c.WriteMessage(wire.TextMessage, []byte("json")) }
 
-// A gorilla/websocket connection is a flow.Conn.
-var _ flow.Conn = (*websocket.Conn)(nil)
+// A gorilla/websocket connection is a wire.Conn.
+var _ wire.Conn = (*websocket.Conn)(nil)
 
 func TestWriter(t *testing.T) {
 	t.Parallel()
 	c := &fakeConn{}
-	w := flow.Writer{Conn: c, Wait: time.Second}
+	w := wire.Writer{Conn: c, Wait: time.Second}
 	for _, err := range []error{w.JSON(1), w.Binary([]byte("b")), w.Ping(), w.Close(websocket.CloseGoingAway, "bye")} {
 		if err != nil {
 			t.Fatal(err)
@@ -68,7 +68,7 @@ func TestCloseFrameAsGorilla(t *testing.T) {
 		code int
 		text string
 	}{{websocket.CloseNormalClosure, ""}, {websocket.CloseTryAgainLater, "client too slow"}, {websocket.CloseNoStatusReceived, "x"}} {
-		if got, want := flow.CloseFrame(tc.code, tc.text), websocket.FormatCloseMessage(tc.code, tc.text); !bytes.Equal(got, want) {
+		if got, want := wire.CloseFrame(tc.code, tc.text), websocket.FormatCloseMessage(tc.code, tc.text); !bytes.Equal(got, want) {
 			t.Errorf("CloseFrame(%d, %q) = %x, want %x", tc.code, tc.text, got, want)
 		}
 	}

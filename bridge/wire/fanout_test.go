@@ -1,4 +1,4 @@
-package flow_test
+package wire_test
 
 import (
 	"sync"
@@ -6,19 +6,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/boxwire/boxwire/bridge/flow"
+	"github.com/boxwire/boxwire/bridge/wire"
 )
 
 // drainer consumes q, one item at a time while open is set.
 type drainer struct {
-	q     *flow.Queue[string]
+	q     *wire.Queue[string]
 	bytes atomic.Int64
 	open  chan struct{} // closed: consume
 	stop  chan struct{}
 	wg    sync.WaitGroup
 }
 
-func newDrainer(t *testing.T, q *flow.Queue[string], open bool) *drainer {
+func newDrainer(t *testing.T, q *wire.Queue[string], open bool) *drainer {
 	d := &drainer{q: q, open: make(chan struct{}), stop: make(chan struct{})}
 	if open {
 		close(d.open)
@@ -45,8 +45,8 @@ func newDrainer(t *testing.T, q *flow.Queue[string], open bool) *drainer {
 	return d
 }
 
-func full(t *testing.T, budget int64) *flow.Queue[string] {
-	q := flow.NewQueue[string](16, budget)
+func full(t *testing.T, budget int64) *wire.Queue[string] {
+	q := wire.NewQueue[string](16, budget)
 	if !q.Offer(make([]byte, budget)) {
 		t.Fatal("refused")
 	}
@@ -55,9 +55,9 @@ func full(t *testing.T, budget int64) *flow.Queue[string] {
 
 func TestDeliverAllTake(t *testing.T) {
 	t.Parallel()
-	f := flow.Fanout[*flow.Queue[string]]{StallLimit: waitFor, LagGrace: waitFor}
-	a, b := flow.NewQueue[string](4, 100), flow.NewQueue[string](4, 100)
-	if slow := f.Deliver(nil, []*flow.Queue[string]{a, b}, []byte("x")); slow != nil {
+	f := wire.Fanout[*wire.Queue[string]]{StallLimit: waitFor, LagGrace: waitFor}
+	a, b := wire.NewQueue[string](4, 100), wire.NewQueue[string](4, 100)
+	if slow := f.Deliver(nil, []*wire.Queue[string]{a, b}, []byte("x")); slow != nil {
 		t.Fatalf("slow %v", slow)
 	}
 	if a.Len() != 1 || b.Len() != 1 {
@@ -67,12 +67,12 @@ func TestDeliverAllTake(t *testing.T) {
 
 func TestDeliverWokenByDrain(t *testing.T) {
 	t.Parallel()
-	f := flow.Fanout[*flow.Queue[string]]{StallLimit: waitFor, LagGrace: waitFor}
+	f := wire.Fanout[*wire.Queue[string]]{StallLimit: waitFor, LagGrace: waitFor}
 	q := full(t, 8)
 	d := newDrainer(t, q, false)
 	time.AfterFunc(20*time.Millisecond, func() { close(d.open) })
 	began := time.Now()
-	if slow := f.Deliver(nil, []*flow.Queue[string]{q}, []byte("x")); slow != nil {
+	if slow := f.Deliver(nil, []*wire.Queue[string]{q}, []byte("x")); slow != nil {
 		t.Fatal("a queue that drained was called too slow")
 	}
 	if took := time.Since(began); took > waitFor/2 {
@@ -83,10 +83,10 @@ func TestDeliverWokenByDrain(t *testing.T) {
 func TestDeliverLaggingTargetSlow(t *testing.T) {
 	t.Parallel()
 	const grace = 50 * time.Millisecond
-	f := flow.Fanout[*flow.Queue[string]]{StallLimit: waitFor, LagGrace: grace}
-	fast, stuck := flow.NewQueue[string](4, 100), full(t, 8)
+	f := wire.Fanout[*wire.Queue[string]]{StallLimit: waitFor, LagGrace: grace}
+	fast, stuck := wire.NewQueue[string](4, 100), full(t, 8)
 	began := time.Now()
-	slow := f.Deliver(nil, []*flow.Queue[string]{fast, stuck}, []byte("x"))
+	slow := f.Deliver(nil, []*wire.Queue[string]{fast, stuck}, []byte("x"))
 	if len(slow) != 1 || slow[0] != stuck {
 		t.Fatalf("slow %v", slow)
 	}
@@ -98,11 +98,11 @@ func TestDeliverLaggingTargetSlow(t *testing.T) {
 func TestDeliverStallLimit(t *testing.T) {
 	t.Parallel()
 	const stall = 50 * time.Millisecond
-	f := flow.Fanout[*flow.Queue[string]]{StallLimit: stall, LagGrace: time.Millisecond}
+	f := wire.Fanout[*wire.Queue[string]]{StallLimit: stall, LagGrace: time.Millisecond}
 	stuck := full(t, 8)
 	for range 3 { // the Fanout's timer and Waker are reused
 		began := time.Now()
-		if slow := f.Deliver(nil, []*flow.Queue[string]{stuck}, []byte("x")); len(slow) != 1 {
+		if slow := f.Deliver(nil, []*wire.Queue[string]{stuck}, []byte("x")); len(slow) != 1 {
 			t.Fatalf("slow %v", slow)
 		}
 		if took := time.Since(began); took < stall {
@@ -113,16 +113,16 @@ func TestDeliverStallLimit(t *testing.T) {
 
 // probe is a Target in front of a Queue that counts its watches.
 type probe struct {
-	*flow.Queue[string]
+	*wire.Queue[string]
 	watching atomic.Int32
 }
 
-func (p *probe) Watch(w *flow.Waker)   { p.watching.Add(1); p.Queue.Watch(w) }
-func (p *probe) Unwatch(w *flow.Waker) { p.watching.Add(-1); p.Queue.Unwatch(w) }
+func (p *probe) Watch(w *wire.Waker)   { p.watching.Add(1); p.Queue.Watch(w) }
+func (p *probe) Unwatch(w *wire.Waker) { p.watching.Add(-1); p.Queue.Unwatch(w) }
 
 func TestDeliverDone(t *testing.T) {
 	t.Parallel()
-	f := flow.Fanout[*probe]{StallLimit: waitFor, LagGrace: waitFor}
+	f := wire.Fanout[*probe]{StallLimit: waitFor, LagGrace: waitFor}
 	stuck := &probe{Queue: full(t, 8)}
 	done := make(chan struct{})
 	time.AfterFunc(10*time.Millisecond, func() { close(done) })
@@ -136,7 +136,7 @@ func TestDeliverDone(t *testing.T) {
 
 func TestDeliverUnwatches(t *testing.T) {
 	t.Parallel()
-	f := flow.Fanout[*probe]{StallLimit: 50 * time.Millisecond, LagGrace: 20 * time.Millisecond}
+	f := wire.Fanout[*probe]{StallLimit: 50 * time.Millisecond, LagGrace: 20 * time.Millisecond}
 	taker, stuck := &probe{Queue: full(t, 8)}, &probe{Queue: full(t, 8)}
 	newDrainer(t, taker.Queue, true)
 	if slow := f.Deliver(nil, []*probe{taker, stuck}, []byte("x")); len(slow) != 1 || slow[0] != stuck {
@@ -148,14 +148,14 @@ func TestDeliverUnwatches(t *testing.T) {
 }
 
 func TestDeliverNoAllocations(t *testing.T) {
-	f := flow.Fanout[*flow.Queue[string]]{StallLimit: waitFor, LagGrace: waitFor}
-	a, b := flow.NewQueue[string](4, 100), flow.NewQueue[string](4, 100)
-	targets := make([]*flow.Queue[string], 2)
+	f := wire.Fanout[*wire.Queue[string]]{StallLimit: waitFor, LagGrace: waitFor}
+	a, b := wire.NewQueue[string](4, 100), wire.NewQueue[string](4, 100)
+	targets := make([]*wire.Queue[string], 2)
 	frame := []byte("x")
 	allocs := testing.AllocsPerRun(100, func() {
 		targets[0], targets[1] = a, b
 		f.Deliver(nil, targets, frame)
-		for _, q := range [...]*flow.Queue[string]{a, b} {
+		for _, q := range [...]*wire.Queue[string]{a, b} {
 			it, _ := q.TryNext()
 			q.Release(it)
 		}
@@ -175,20 +175,20 @@ func TestDeliverUnderLoad(t *testing.T) {
 		frames    = 2000
 		size      = 1024
 	)
-	queues := make([]*flow.Queue[string], 3)
+	queues := make([]*wire.Queue[string], 3)
 	drainers := make([]*drainer, len(queues))
 	for i := range queues {
-		queues[i] = flow.NewQueue[string](8, 4*size)
+		queues[i] = wire.NewQueue[string](8, 4*size)
 		drainers[i] = newDrainer(t, queues[i], true)
 	}
 	var wg sync.WaitGroup
 	var slowSeen atomic.Int32
 	for range producers {
 		wg.Go(func() {
-			f := flow.Fanout[*flow.Queue[string]]{StallLimit: waitFor, LagGrace: waitFor}
+			f := wire.Fanout[*wire.Queue[string]]{StallLimit: waitFor, LagGrace: waitFor}
 			frame := make([]byte, size)
 			for range frames {
-				targets := append([]*flow.Queue[string](nil), queues...)
+				targets := append([]*wire.Queue[string](nil), queues...)
 				if slow := f.Deliver(nil, targets, frame); len(slow) > 0 {
 					slowSeen.Add(1)
 				}
@@ -215,7 +215,7 @@ func TestDeliverUnderLoad(t *testing.T) {
 // same full queue at once; a drain wakes both.
 func TestDeliverConcurrentCallers(t *testing.T) {
 	t.Parallel()
-	var f flow.Fanout[*flow.Queue[string]]
+	var f wire.Fanout[*wire.Queue[string]]
 	f.StallLimit, f.LagGrace = waitFor, waitFor
 	q := full(t, 8)
 	d := newDrainer(t, q, false)
@@ -223,7 +223,7 @@ func TestDeliverConcurrentCallers(t *testing.T) {
 	var slow atomic.Int32
 	for range 2 {
 		wg.Go(func() {
-			if len(f.Deliver(nil, []*flow.Queue[string]{q}, []byte("x"))) > 0 {
+			if len(f.Deliver(nil, []*wire.Queue[string]{q}, []byte("x"))) > 0 {
 				slow.Add(1)
 			}
 		})

@@ -1,4 +1,8 @@
-package flow
+// Package httpserve serves HTTP on a listener in a goroutine that the
+// returned Server owns: Start does not block, Close (or Stop then Wait)
+// stops serving and waits for that goroutine. The bridge's unix-socket
+// proxies (the LLM proxy, the egress proxy) serve through it.
+package httpserve
 
 import (
 	"errors"
@@ -9,8 +13,8 @@ import (
 	"time"
 )
 
-// ServeConfig configures Serve. Zero values mean defaults.
-type ServeConfig struct {
+// Config configures Start. Zero values mean defaults.
+type Config struct {
 	// Name names the server in the log line when serving fails.
 	Name string
 	// Logger receives that line and the http.Server's own errors; nil
@@ -31,9 +35,9 @@ type Server struct {
 	done chan struct{}
 }
 
-// Serve serves h on ln in a goroutine owned by the returned Server, which
+// Start serves h on ln in a goroutine owned by the returned Server, which
 // closes ln. It does not block.
-func Serve(ln net.Listener, h http.Handler, cfg ServeConfig) *Server {
+func Start(ln net.Listener, h http.Handler, cfg Config) *Server {
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)

@@ -1,4 +1,4 @@
-package flow
+package wire
 
 import "sync/atomic"
 

@@ -1,4 +1,4 @@
-package flow_test
+package wire_test
 
 import (
 	"testing"
@@ -6,7 +6,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/boxwire/boxwire/bridge/flow"
+	"github.com/boxwire/boxwire/bridge/wire"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -14,7 +14,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // waitFor bounds every wait in these tests.
 const waitFor = 10 * time.Second
 
-func take(t *testing.T, q *flow.Queue[string]) flow.Item[string] {
+func take(t *testing.T, q *wire.Queue[string]) wire.Item[string] {
 	t.Helper()
 	select {
 	case it := <-q.Items():
@@ -22,13 +22,13 @@ func take(t *testing.T, q *flow.Queue[string]) flow.Item[string] {
 		return it
 	case <-time.After(waitFor):
 		t.Fatal("queue empty")
-		return flow.Item[string]{}
+		return wire.Item[string]{}
 	}
 }
 
 func TestQueueOrderAndBounds(t *testing.T) {
 	t.Parallel()
-	q := flow.NewQueue[string](4, 10)
+	q := wire.NewQueue[string](4, 10)
 	if !q.Offer([]byte("abcd")) || !q.Send("ctl") || !q.Offer([]byte("efgh")) {
 		t.Fatal("refused within bounds")
 	}
@@ -65,11 +65,11 @@ func TestQueueOrderAndBounds(t *testing.T) {
 
 func TestReleaseWakesWatchers(t *testing.T) {
 	t.Parallel()
-	q := flow.NewQueue[string](8, 4)
+	q := wire.NewQueue[string](8, 4)
 	if !q.Offer([]byte("abcd")) {
 		t.Fatal("refused")
 	}
-	a, b := flow.NewWaker(), flow.NewWaker()
+	a, b := wire.NewWaker(), wire.NewWaker()
 	q.Watch(a)
 	q.Watch(b)
 	q.Unwatch(b)
@@ -95,7 +95,7 @@ func TestReleaseWakesWatchers(t *testing.T) {
 
 func TestWakerKeepsOneSignal(t *testing.T) {
 	t.Parallel()
-	w := flow.NewWaker()
+	w := wire.NewWaker()
 	w.Wake()
 	w.Wake() // does not block
 	<-w.C()
@@ -109,7 +109,7 @@ func TestWakerKeepsOneSignal(t *testing.T) {
 // BenchmarkOfferRelease is the hot path of a terminal stream: one frame
 // in, one frame out.
 func BenchmarkOfferRelease(b *testing.B) {
-	q := flow.NewQueue[string](512, 8<<20)
+	q := wire.NewQueue[string](512, 8<<20)
 	frame := make([]byte, 4096)
 	b.ReportAllocs()
 	for b.Loop() {

@@ -1,4 +1,4 @@
-package flow_test
+package httpserve_test
 
 import (
 	"context"
@@ -10,12 +10,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/boxwire/boxwire/bridge/flow"
+	"github.com/boxwire/boxwire/bridge/httpserve"
 )
+
+// waitFor bounds every wait in these tests.
+const waitFor = 10 * time.Second
 
 func TestServeUnixSocket(t *testing.T) {
 	t.Parallel()
-	dir, err := os.MkdirTemp("", "flow") // short: a socket path has a length limit
+	dir, err := os.MkdirTemp("", "httpserve") // short: a socket path has a length limit
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +29,7 @@ func TestServeUnixSocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	release := make(chan struct{})
-	s := flow.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s := httpserve.Start(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/hang" {
 			w.WriteHeader(http.StatusOK)
 			w.(http.Flusher).Flush()
@@ -37,7 +40,7 @@ func TestServeUnixSocket(t *testing.T) {
 			return
 		}
 		_, _ = io.WriteString(w, "hello")
-	}), flow.ServeConfig{Name: "test server", ReadHeaderTimeout: time.Second})
+	}), httpserve.Config{Name: "test server", ReadHeaderTimeout: time.Second})
 	defer close(release)
 	if s.Path() != path {
 		t.Fatalf("path %q", s.Path())
