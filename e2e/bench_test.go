@@ -39,6 +39,7 @@ func TestBenchmarks(t *testing.T) {
 		{"stream", benchShellStream},
 		{"memory", benchMemory},
 		{"concurrent", benchConcurrent},
+		{"notyours", benchNotYours},
 		{"rebuild", func(t *testing.T, _ *env, r *report) { benchRebuild(t, r) }},
 	}
 	only := os.Getenv("BOXWIRE_BENCH_ONLY") // e.g. "execute,relay"
