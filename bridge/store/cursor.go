@@ -27,7 +27,7 @@ type Cursor struct {
 // returns at once unless the queue is full (then it blocks like Append).
 // After Close it does nothing.
 func (s *Store) SaveCursor(thread string, c Cursor) {
-	_ = s.enqueue(item{thread: thread, cursor: &c}) // writer.go; dropped after Close or deletion
+	s.w.SaveCursor(thread, c)
 }
 
 // Cursor returns the thread's stored cursor; ok is false when there is

@@ -7,9 +7,14 @@ import "errors"
 // it is dropped rather than bringing back a bucket nobody removes.
 var ErrDeleted = errors.New("thread deleted")
 
-// goneKeep is how many of the newest deleted thread ids the writer
-// remembers. Late writes come from the deleted thread's last goroutines,
-// moments after the deletion; thread ids are random and never reused.
+// goneKeep is how many of the newest deleted thread ids a Writer
+// remembers, to refuse their writes before they are queued. Late writes
+// come from the deleted thread's last goroutines, moments after the
+// deletion; thread ids are random and never reused. That is all the bbolt
+// store needs (one process writes the file); the PostgreSQL store also
+// keeps tombstones in the database, for the writes of other bridges
+// (pgstore's thread_logs.deleted), and tells the Writer of those it meets
+// (Commit's deleted threads).
 const goneKeep = 4096
 
 // goneSet remembers recently deleted threads, oldest first. The writer's
@@ -39,13 +44,4 @@ func (g *goneSet) addLocked(id string) {
 func (g *goneSet) hasLocked(id string) bool {
 	_, ok := g.ids[id]
 	return ok
-}
-
-// markGone makes the writer drop everything queued for ids from now on.
-func (w *writer) markGone(ids ...string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, id := range ids {
-		w.gone.addLocked(id)
-	}
 }

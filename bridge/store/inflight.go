@@ -20,8 +20,7 @@ var bucketInflight = []byte("inflight")
 // a thread wins. It returns at once unless the queue is full (then it
 // blocks like Append). After Close it does nothing.
 func (s *Store) SaveInflight(thread string, reqs []wire.Envelope) {
-	list := append([]wire.Envelope{}, reqs...)           // never nil: marks the item
-	_ = s.enqueue(item{thread: thread, inflight: &list}) // writer.go; dropped after Close or deletion
+	s.w.SaveInflight(thread, reqs)
 }
 
 // Inflight returns the thread's stored unanswered requests, oldest first

@@ -37,7 +37,7 @@ type PruneStats struct {
 // returns the ids of the threads it deleted; later writes to them are
 // dropped, as after DeleteThread.
 func (s *Store) Prune(now time.Time, live func(id string) bool) (PruneStats, []string, error) {
-	s.w.flush()
+	s.w.Flush()
 	r := s.opt.Retention
 	var st PruneStats
 	var gone []string
@@ -76,7 +76,7 @@ func (s *Store) Prune(now time.Time, live func(id string) bool) (PruneStats, []s
 	if err != nil {
 		return st, gone, fmt.Errorf("prune: %w", err)
 	}
-	s.w.markGone(gone...) // gone.go: a late write must not bring one back
+	s.w.MarkGone(gone...) // gone.go: a late write must not bring one back
 	return st, gone, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -85,8 +86,14 @@ type Store struct {
 	db   *bolt.DB
 	opt  Options
 	log  *slog.Logger
-	w    writer
+	w    *Writer // the group commit (writer.go, commit.go)
 	once sync.Once
+	// dirty says something was committed since the last fsync; syncer
+	// (SyncInterval mode) clears it, and stops when quit is closed,
+	// closing synced.
+	dirty  atomic.Bool
+	quit   chan struct{}
+	synced chan struct{}
 }
 
 // Open opens (creating if needed) the store file at path and starts its
@@ -112,15 +119,18 @@ func Open(path string, opt Options) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("init %s: %w", path, err)
 	}
-	if opt.QueueEvents <= 0 {
-		opt.QueueEvents = DefaultQueueEvents
-	}
 	db.NoSync = opt.SyncInterval > 0
 	s := &Store{db: db, opt: opt, log: opt.Logger}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	s.w.start(s)
+	s.w = NewWriter(WriterConfig{Commit: s.commit, Queue: opt.QueueEvents, Logger: s.log})
+	s.quit, s.synced = make(chan struct{}), make(chan struct{})
+	if opt.SyncInterval > 0 {
+		go s.syncer(opt.SyncInterval, s.quit, s.synced)
+	} else {
+		close(s.synced)
+	}
 	return s, nil
 }
 
@@ -129,7 +139,9 @@ func Open(path string, opt Options) (*Store, error) {
 func (s *Store) Close() error {
 	var err error
 	s.once.Do(func() {
-		s.w.stop()
+		s.w.Stop()
+		close(s.quit)
+		<-s.synced
 		if s.db.NoSync {
 			err = s.db.Sync()
 		}
@@ -179,16 +191,35 @@ func (s *Store) Threads() ([]Thread, error) {
 	return out, err
 }
 
+// Append queues env (which must carry its seq) for the thread and returns
+// at once, unless the queue is full: then it blocks until the writer has
+// room. done, when not nil, is called from the writer goroutine after the
+// transaction holding env committed (err nil) or failed; callbacks run in
+// the order of the Append calls. After Close, done gets an error at once;
+// for a thread deleted before the call, ErrDeleted.
+func (s *Store) Append(thread string, env wire.Envelope, done func(error)) {
+	s.w.Append(thread, env, done)
+}
+
+// AppendNext is Append with the seq chosen by the store: one past the
+// newest seq in the thread's bucket, in the transaction that writes env
+// (the single writer's), so racing callers get consecutive seqs. done,
+// when not nil, gets that seq (0 with an error) from the writer goroutine
+// once the transaction committed or failed. See Backend.
+func (s *Store) AppendNext(thread string, env wire.Envelope, done func(seq uint64, err error)) {
+	s.w.AppendNext(thread, env, done)
+}
+
 // Flush blocks until every event appended before it is committed.
-func (s *Store) Flush() { s.w.flush() }
+func (s *Store) Flush() { s.w.Flush() }
 
 // DeleteThread removes a thread record and all its events. Appends,
 // cursors and request lists of the thread queued before the call are
 // written first, then removed; those queued later are dropped (Append's
 // done gets ErrDeleted). A missing thread is not an error.
 func (s *Store) DeleteThread(id string) error {
-	s.w.markGone(id) // gone.go
-	s.w.flush()
+	s.w.MarkGone(id) // gone.go
+	s.w.Flush()
 	return s.db.Update(func(tx *bolt.Tx) error { return deleteThreadTx(tx, id) })
 }
 

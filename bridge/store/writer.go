@@ -1,113 +1,127 @@
 package store
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
-	"time"
-
-	bolt "go.etcd.io/bbolt"
 
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
-// item is one queued append, cursor (cursor.go) or flush marker.
-type item struct {
-	thread string
-	env    wire.Envelope
-	done   func(error) // nil for flush markers and callers that do not care
-	flush  chan struct{}
-	cursor *Cursor // set for SaveCursor
-	// inflight is set for SaveInflight (inflight.go): the thread's list.
-	inflight *[]wire.Envelope
-	// next is set for AppendNext (next.go): the store numbers env.
-	next func(seq uint64, err error)
+// Item is one write queued on a Writer: an event (Append, or AppendNext
+// when Next is set), a thread's agent cursor, or its list of requests in
+// flight. A Commit func reads it; for an AppendNext item it sets Env.Seq
+// to the seq it chose.
+type Item struct {
+	Thread string
+	Env    wire.Envelope
+	// Cursor is set for SaveCursor, Inflight for SaveInflight (never nil
+	// then, possibly empty: the thread has none).
+	Cursor   *Cursor
+	Inflight *[]wire.Envelope
+	// Next is set for AppendNext: the store numbers Env.
+	Next func(seq uint64, err error)
+
+	done  func(error)   // Append's callback, may be nil
+	flush chan struct{} // set for Flush's marker, which Commit never sees
 }
 
-// writer is the store's group-commit goroutine: it takes everything queued,
-// writes it in one transaction, then calls the callbacks in queue order.
-type writer struct {
-	s       *Store
+// IsEvent reports whether it is an event (not a cursor or a list).
+func (it Item) IsEvent() bool { return it.Cursor == nil && it.Inflight == nil }
+
+// Commit writes batch (never empty) in one transaction. It returns the
+// threads it found deleted and dropped — a store shared by several
+// bridges learns of another's deletions there — and an error when
+// nothing was written.
+type Commit func(batch []Item) (deleted map[string]bool, err error)
+
+// WriterConfig configures a Writer.
+type WriterConfig struct {
+	// Commit writes one batch; required.
+	Commit Commit
+	// Queue bounds the items waiting; default DefaultQueueEvents.
+	Queue int
+	// Logger receives commit errors; nil discards them.
+	Logger *slog.Logger
+}
+
+// Writer is a store's group commit, shared by the bbolt and the
+// PostgreSQL store: calls queue items and return at once (blocking only
+// while the queue is full); one goroutine takes everything queued,
+// commits it with one Commit call, then calls the callbacks in queue
+// order. It also remembers the threads deleted lately (MarkGone) and
+// refuses their writes with ErrDeleted before they are queued. A Writer is
+// safe for concurrent use; Stop ends its goroutine.
+type Writer struct {
+	cfg     WriterConfig
+	log     *slog.Logger
 	mu      sync.Mutex
 	cond    *sync.Cond // signalled when the queue changes
-	queue   []item
+	queue   []Item
 	closed  bool
-	dirty   bool          // committed since the last fsync (SyncInterval mode)
-	stopped chan struct{} // closed when the goroutines return
-	synced  chan struct{} // closed when the syncer returns
-	quit    chan struct{} // closed by stop: the syncer quits
+	stopped chan struct{} // closed when run returns
 	gone    goneSet       // threads deleted: their writes are dropped (gone.go)
 }
 
-func (w *writer) start(s *Store) {
-	w.s = s
+// NewWriter starts a writer's goroutine; Stop waits for it.
+func NewWriter(cfg WriterConfig) *Writer {
+	if cfg.Queue <= 0 {
+		cfg.Queue = DefaultQueueEvents
+	}
+	w := &Writer{cfg: cfg, log: cfg.Logger, stopped: make(chan struct{})}
+	if w.log == nil {
+		w.log = slog.New(slog.DiscardHandler)
+	}
 	w.cond = sync.NewCond(&w.mu)
-	w.stopped = make(chan struct{})
-	w.synced = make(chan struct{})
-	w.quit = make(chan struct{})
 	go w.run()
-	if s.opt.SyncInterval > 0 {
-		go w.syncer(s.opt.SyncInterval)
-	} else {
-		close(w.synced)
-	}
+	return w
 }
 
-// syncer fsyncs the file every interval when something was committed since
-// the last time (SyncInterval mode), until stop.
-func (w *writer) syncer(interval time.Duration) {
-	defer close(w.synced)
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-w.quit:
-			return
-		case <-tick.C:
-		}
-		w.mu.Lock()
-		dirty := w.dirty
-		w.dirty = false
-		w.mu.Unlock()
-		if dirty {
-			if err := w.s.db.Sync(); err != nil {
-				w.s.log.Error("sync the store", "err", err)
-			}
-		}
-	}
-}
+// errClosed is the refusal of writes after Close.
+var errClosed = errors.New("store closed")
 
-// Append queues env (which must carry its seq) for the thread and returns
-// at once, unless the queue is full: then it blocks until the writer has
-// room. done, when not nil, is called from the writer goroutine after the
-// transaction holding env committed (err nil) or failed; callbacks run in
-// the order of the Append calls. After Close, done gets an error at once;
-// for a thread deleted before the call, ErrDeleted.
-func (s *Store) Append(thread string, env wire.Envelope, done func(error)) {
-	if err := s.enqueue(item{thread: thread, env: env, done: done}); err != nil && done != nil {
+// Append is Backend.Append.
+func (w *Writer) Append(thread string, env wire.Envelope, done func(error)) {
+	if err := w.enqueue(Item{Thread: thread, Env: env, done: done}); err != nil && done != nil {
 		done(fmt.Errorf("append to %s: %w", thread, err))
 	}
 }
 
-// errClosed is enqueue's refusal after Close.
-var errClosed = errors.New("store closed")
+// AppendNext is Backend.AppendNext: Commit chooses the seq.
+func (w *Writer) AppendNext(thread string, env wire.Envelope, done func(seq uint64, err error)) {
+	if done == nil {
+		done = func(uint64, error) {}
+	}
+	if err := w.enqueue(Item{Thread: thread, Env: env, Next: done}); err != nil {
+		done(0, fmt.Errorf("append to %s: %w", thread, err))
+	}
+}
 
-// enqueue queues it behind everything queued before it. It returns at
-// once unless the queue is full, then blocks until the writer has room.
-// After Close it refuses it with errClosed, for a deleted thread with
-// ErrDeleted (gone.go).
-func (s *Store) enqueue(it item) error {
-	w := &s.w
+// SaveCursor is Backend.SaveCursor.
+func (w *Writer) SaveCursor(thread string, c Cursor) {
+	_ = w.enqueue(Item{Thread: thread, Cursor: &c}) // dropped after Close or deletion
+}
+
+// SaveInflight is Backend.SaveInflight.
+func (w *Writer) SaveInflight(thread string, reqs []wire.Envelope) {
+	list := append([]wire.Envelope{}, reqs...)           // never nil: marks the item
+	_ = w.enqueue(Item{Thread: thread, Inflight: &list}) // dropped after Close or deletion
+}
+
+// enqueue queues it behind everything queued before it, blocking while
+// the queue is full. After Stop it refuses it with errClosed, for a
+// deleted thread with ErrDeleted.
+func (w *Writer) enqueue(it Item) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for !w.closed && len(w.queue) >= s.opt.QueueEvents {
+	for !w.closed && len(w.queue) >= w.cfg.Queue {
 		w.cond.Wait()
 	}
 	switch {
 	case w.closed:
 		return errClosed
-	case w.gone.hasLocked(it.thread):
+	case w.gone.hasLocked(it.Thread):
 		return ErrDeleted
 	}
 	w.queue = append(w.queue, it)
@@ -115,32 +129,42 @@ func (s *Store) enqueue(it item) error {
 	return nil
 }
 
-// flush blocks until everything queued before it is written.
-func (w *writer) flush() {
+// Flush blocks until everything queued before it is committed; after
+// Stop it returns at once.
+func (w *Writer) Flush() {
 	ch := make(chan struct{})
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
 		return
 	}
-	w.queue = append(w.queue, item{flush: ch})
+	w.queue = append(w.queue, Item{flush: ch})
 	w.cond.Broadcast()
 	w.mu.Unlock()
 	<-ch
 }
 
-// stop lets the writer write what is queued, then waits for it to return.
-func (w *writer) stop() {
+// MarkGone makes the writer refuse writes for ids from now on
+// (ErrDeleted); a store calls it when it deletes threads.
+func (w *Writer) MarkGone(ids ...string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, id := range ids {
+		w.gone.addLocked(id)
+	}
+}
+
+// Stop lets the writer commit what is queued, then waits for its
+// goroutine. Later calls refuse their items.
+func (w *Writer) Stop() {
 	w.mu.Lock()
 	w.closed = true
 	w.cond.Broadcast()
 	w.mu.Unlock()
 	<-w.stopped
-	close(w.quit)
-	<-w.synced
 }
 
-func (w *writer) run() {
+func (w *Writer) run() {
 	defer close(w.stopped)
 	for {
 		w.mu.Lock()
@@ -150,25 +174,10 @@ func (w *writer) run() {
 		batch := w.queue
 		w.queue = nil
 		closed := w.closed
-		w.cond.Broadcast() // room for blocked Appends
+		w.cond.Broadcast() // room for blocked callers
 		w.mu.Unlock()
 		if len(batch) > 0 {
-			err := w.commit(batch)
-			if err != nil {
-				w.s.log.Error("store events", "events", len(batch), "err", err)
-			}
-			w.mu.Lock()
-			w.dirty = true
-			w.mu.Unlock()
-			for _, it := range batch {
-				if it.flush != nil {
-					close(it.flush)
-				} else if it.next != nil {
-					it.next(committedSeq(it, err), err) // next.go
-				} else if it.done != nil {
-					it.done(err)
-				}
-			}
+			w.commit(batch)
 		}
 		if closed {
 			w.mu.Lock()
@@ -181,47 +190,48 @@ func (w *writer) run() {
 	}
 }
 
-// commit writes batch in one transaction.
-func (w *writer) commit(batch []item) error {
-	now := time.Now()
-	return w.s.db.Update(func(tx *bolt.Tx) error {
-		events := tx.Bucket(bucketEvents)
-		cursors := map[string]*Cursor{}
-		inflight := map[string][]wire.Envelope{}
-		for i, it := range batch {
-			if it.flush != nil {
-				continue
-			}
-			if it.cursor != nil {
-				cursors[it.thread] = it.cursor // the newest wins
-				continue
-			}
-			if it.inflight != nil {
-				inflight[it.thread] = *it.inflight // the newest wins (inflight.go)
-				continue
-			}
-			b, err := events.CreateBucketIfNotExists([]byte(it.thread))
-			if err != nil {
-				return fmt.Errorf("events bucket of %s: %w", it.thread, err)
-			}
-			if it.next != nil {
-				it.env.Seq = nextSeq(b) // next.go
-				batch[i].env.Seq = it.env.Seq
-			}
-			data, err := json.Marshal(it.env)
-			if err != nil {
-				return fmt.Errorf("encode event %d of %s: %w", it.env.Seq, it.thread, err)
-			}
-			if err := b.Put(seqKey(it.env.Seq), data); err != nil {
-				return err
-			}
-			if err := touch(tx, it.thread, now); err != nil {
-				return err
-			}
+// commit hands batch, without its flush markers, to Commit, then calls
+// every callback in queue order.
+func (w *Writer) commit(batch []Item) {
+	writes := make([]Item, 0, len(batch))
+	for _, it := range batch {
+		if it.flush == nil {
+			writes = append(writes, it)
 		}
-		if err := putInflight(tx, inflight); err != nil {
-			return err
+	}
+	var deleted map[string]bool
+	var err error
+	if len(writes) > 0 {
+		deleted, err = w.cfg.Commit(writes)
+		if err != nil {
+			w.log.Error("store events", "items", len(writes), "err", err)
 		}
-		return putCursors(tx, cursors)
-	})
+	}
+	for id := range deleted {
+		w.MarkGone(id) // deleted by another bridge
+	}
+	i := 0
+	for _, it := range batch {
+		if it.flush != nil {
+			close(it.flush)
+			continue
+		}
+		notify(writes[i], deleted[it.Thread], err)
+		i++
+	}
+}
+
+// notify calls it's callback with the outcome of its batch.
+func notify(it Item, deleted bool, err error) {
+	if deleted && err == nil {
+		err = fmt.Errorf("append to %s: %w", it.Thread, ErrDeleted)
+	}
+	switch {
+	case it.Next != nil && err != nil:
+		it.Next(0, err)
+	case it.Next != nil:
+		it.Next(it.Env.Seq, nil)
+	case it.done != nil:
+		it.done(err)
+	}
 }

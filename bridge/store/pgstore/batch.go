@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/boxwire/boxwire/bridge/store"
 )
 
 // The statements of one batch; each takes arrays, so a batch costs one
@@ -56,7 +58,7 @@ func (r *eventRows) add(thread string, seq uint64, data string) {
 // writes numbers batch's AppendNext events from last (the threads'
 // newest committed seqs, locked) and returns the statements that write
 // batch, leaving out the threads in deleted.
-func writes(batch []item, last map[string]uint64, deleted map[string]bool, now time.Time) (*pgx.Batch, error) {
+func writes(batch []store.Item, last map[string]uint64, deleted map[string]bool, now time.Time) (*pgx.Batch, error) {
 	ev := eventRows{at: map[eventKey]int{}}
 	newest := map[string]uint64{} // threads with events: their newest seq
 	cursors := map[string]string{}
@@ -64,37 +66,37 @@ func writes(batch []item, last map[string]uint64, deleted map[string]bool, now t
 	var drop []string
 	for i := range batch {
 		it := &batch[i]
-		if it.flush != nil || deleted[it.thread] {
+		if deleted[it.Thread] {
 			continue
 		}
 		switch {
-		case it.cursor != nil:
-			data, err := encodeJSON(it.cursor)
+		case it.Cursor != nil:
+			data, err := encodeJSON(it.Cursor)
 			if err != nil {
-				return nil, fmt.Errorf("encode agent cursor of %s: %w", it.thread, err)
+				return nil, fmt.Errorf("encode agent cursor of %s: %w", it.Thread, err)
 			}
-			cursors[it.thread] = data // the newest wins
-		case it.inflight != nil:
-			if len(*it.inflight) == 0 {
-				lists[it.thread] = ""
+			cursors[it.Thread] = data // the newest wins
+		case it.Inflight != nil:
+			if len(*it.Inflight) == 0 {
+				lists[it.Thread] = ""
 				continue
 			}
-			data, err := encodeJSON(*it.inflight)
+			data, err := encodeJSON(*it.Inflight)
 			if err != nil {
-				return nil, fmt.Errorf("encode requests in flight of %s: %w", it.thread, err)
+				return nil, fmt.Errorf("encode requests in flight of %s: %w", it.Thread, err)
 			}
-			lists[it.thread] = data
+			lists[it.Thread] = data
 		default:
-			if it.next != nil {
-				it.env.Seq = last[it.thread] + 1
+			if it.Next != nil {
+				it.Env.Seq = last[it.Thread] + 1
 			}
-			data, err := encodeJSON(it.env)
+			data, err := encodeJSON(it.Env)
 			if err != nil {
-				return nil, fmt.Errorf("encode event %d of %s: %w", it.env.Seq, it.thread, err)
+				return nil, fmt.Errorf("encode event %d of %s: %w", it.Env.Seq, it.Thread, err)
 			}
-			ev.add(it.thread, it.env.Seq, data)
-			last[it.thread] = max(last[it.thread], it.env.Seq)
-			newest[it.thread] = last[it.thread]
+			ev.add(it.Thread, it.Env.Seq, data)
+			last[it.Thread] = max(last[it.Thread], it.Env.Seq)
+			newest[it.Thread] = last[it.Thread]
 		}
 	}
 	b := &pgx.Batch{}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"embed"
-	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -40,7 +39,7 @@ type Store struct {
 	pool *pgxpool.Pool
 	opt  store.Options
 	log  *slog.Logger
-	w    writer
+	w    *store.Writer // the group commit; commit is ours (writer.go)
 	once sync.Once
 }
 
@@ -79,10 +78,7 @@ func Open(ctx context.Context, url string, opt store.Options) (*Store, error) {
 		pool.Close()
 		return nil, err
 	}
-	if s.opt.QueueEvents <= 0 {
-		s.opt.QueueEvents = store.DefaultQueueEvents
-	}
-	s.w.start(s)
+	s.w = store.NewWriter(store.WriterConfig{Commit: s.commit, Queue: opt.QueueEvents, Logger: s.log})
 	return s, nil
 }
 
@@ -125,7 +121,7 @@ func (s *Store) SchemaVersion(ctx context.Context) (int64, error) {
 // closes the connections. It is idempotent.
 func (s *Store) Close() error {
 	s.once.Do(func() {
-		s.w.stop()
+		s.w.Stop()
 		s.pool.Close()
 	})
 	return nil
@@ -135,6 +131,3 @@ func (s *Store) Close() error {
 func (s *Store) ctx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), opTimeout)
 }
-
-// errClosed is the refusal of writes after Close.
-var errClosed = errors.New("store closed")

@@ -35,7 +35,7 @@ DELETE FROM events e USING cut WHERE e.thread = cut.thread AND e.seq <= cut.seq`
 // past MaxEvents or MaxBytes are dropped. It returns the ids it deleted.
 // Tombstones older than a week are forgotten.
 func (s *Store) Prune(now time.Time, live func(id string) bool) (store.PruneStats, []string, error) {
-	s.w.flush()
+	s.w.Flush()
 	r := s.opt.Retention
 	var st store.PruneStats
 	ctx, cancel := s.ctx()
@@ -47,7 +47,7 @@ func (s *Store) Prune(now time.Time, live func(id string) bool) (store.PruneStat
 			return st, nil, fmt.Errorf("prune: %w", err)
 		}
 		st.Threads = len(gone)
-		s.w.markGone(gone...)
+		s.w.MarkGone(gone...)
 	}
 	if r.MaxEvents > 0 || r.MaxBytes > 0 {
 		tag, err := s.pool.Exec(ctx, trimSQL, int64(r.MaxEvents), r.MaxBytes)

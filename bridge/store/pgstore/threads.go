@@ -59,8 +59,8 @@ func (s *Store) Threads() ([]store.Thread, error) {
 // Those queued here before it are committed first. A missing thread is
 // not an error.
 func (s *Store) DeleteThread(id string) error {
-	s.w.markGone(id)
-	s.w.flush()
+	s.w.MarkGone(id)
+	s.w.Flush()
 	ctx, cancel := s.ctx()
 	defer cancel()
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {

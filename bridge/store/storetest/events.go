@@ -277,3 +277,22 @@ func testAppendAfterCloseFails(t *testing.T, cfg Config) {
 	}
 	s.Flush() // after Close: returns
 }
+
+// With SyncInterval set (bbolt: fsync at most that often; PostgreSQL:
+// synchronous_commit off) what was committed is still there after a close
+// and reopen, and the store's goroutines stop with it (the packages'
+// goleak checks).
+func testSyncInterval(t *testing.T, cfg Config) {
+	o := cfg.New(t)
+	s := open(t, o, store.Options{SyncInterval: 5 * time.Millisecond})
+	appendAll(t, s, "t1", 1, 200)
+	time.Sleep(20 * time.Millisecond) // let a bbolt syncer run at least once
+	appendAll(t, s, "t1", 201, 100)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, o, store.Options{})
+	if last, err := s.LastSeq("t1"); err != nil || last != 300 {
+		t.Fatalf("LastSeq = %d, %v; want 300", last, err)
+	}
+}

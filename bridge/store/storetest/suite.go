@@ -37,6 +37,7 @@ func Run(t *testing.T, cfg Config) {
 		{"AppendNextNumbers", testAppendNextNumbers},
 		{"RacingWritersGetConsecutiveSeqs", testRacingWriters},
 		{"AppendAfterCloseFails", testAppendAfterCloseFails},
+		{"SyncInterval", testSyncInterval},
 		{"Prune", testPrune},
 		{"AgentCursor", testAgentCursor},
 		{"Inflight", testInflight},
