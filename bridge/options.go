@@ -60,6 +60,10 @@ type options struct {
 	rollout     fleet.RolloutConfig
 	imagesFile  string
 	agentBinary string
+	// tlsCert and tlsKey serve HTTPS; insecureHTTP serves the web page
+	// over plain HTTP beyond loopback (docs/web.md).
+	tlsCert, tlsKey string
+	insecureHTTP    bool
 }
 
 // parseOptions reads args (after any subcommand) with defaults from getenv.
@@ -111,9 +115,15 @@ func parseOptions(name string, args []string, getenv func(string) string) (optio
 	fs.BoolVar(&o.rollout.Paused, "rollout-paused", getenv("BOXWIRE_ROLLOUT_PAUSED") == "1", "start with the rollout paused (POST /v1/rollout resumes it)")
 	fs.StringVar(&o.imagesFile, "images-file", getenv("BOXWIRE_IMAGES_FILE"), "file of images a thread may choose besides --image and --images, one a line (# comments); re-read on SIGHUP")
 	fs.StringVar(&o.agentBinary, "agent-binary", getenv("BOXWIRE_AGENT_BINARY"), "host agent binary mounted read-only over the image's in new sandboxes (a static build of ./agent; no image rebuild)")
+	fs.StringVar(&o.tlsCert, "tls-cert", getenv("BOXWIRE_TLS_CERT"), "serve HTTPS with this certificate (PEM; with --tls-key)")
+	fs.StringVar(&o.tlsKey, "tls-key", getenv("BOXWIRE_TLS_KEY"), "the private key of --tls-cert (PEM)")
+	fs.BoolVar(&o.insecureHTTP, "insecure-http", getenv("BOXWIRE_INSECURE_HTTP") == "1", "serve the web page and its login over plain HTTP on a non-loopback address too (without it they need TLS there)")
 	wsSize := fs.String("workspace-size", env("BOXWIRE_WORKSPACE_SIZE", "10GiB"), "size cap of each /workspace, e.g. 10GiB (a sparse ext4 image on a loop device; needs root on the engine's host); 0: uncapped")
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	if (o.tlsCert == "") != (o.tlsKey == "") {
+		return o, errors.New("--tls-cert and --tls-key go together")
 	}
 	var err error
 	if o.workspaceSize, err = sandbox.ParseSize(*wsSize); err != nil {
@@ -193,6 +203,7 @@ func (o options) server(mgr sandbox.Manager, getenv func(string) string, log *sl
 		Retention: o.retention, MaxStoredOutput: o.logOutputCap, StoreSync: o.storeSync,
 		EgressThreadMax: o.egressThreadMax, // docs/egress-thread.md
 		Rollout:         o.rollout, AgentBinary: o.agentBinary, ReloadImages: o.allowedImages,
+		TLSCert: o.tlsCert, TLSKey: o.tlsKey, InsecureHTTP: o.insecureHTTP, // docs/web.md
 	}
 	var err error
 	if cfg.Images, err = o.allowedImages(); err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/boxwire/boxwire/bridge/server"
+	"github.com/boxwire/boxwire/bridge/web"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -54,7 +55,7 @@ func (e *env) login(key string) *browser {
 		e.t.Fatalf("login: %d %s", resp.StatusCode, body)
 	}
 	for _, c := range resp.Cookies() {
-		if c.Name == server.SessionCookie {
+		if c.Name == web.SessionCookie {
 			b.cookie = c
 		}
 	}
@@ -103,7 +104,7 @@ func (e *env) userKey(user string) (key, id string) {
 }
 
 var jsonCSRF = func(csrf string) http.Header {
-	return http.Header{"Content-Type": {"application/json"}, server.CSRFHeader: {csrf}}
+	return http.Header{"Content-Type": {"application/json"}, web.CSRFHeader: {csrf}}
 }
 
 // TestLoginSession: a key buys an HttpOnly, SameSite=Strict cookie (not
@@ -178,7 +179,7 @@ func TestLoginRefusals(t *testing.T) {
 			t.Errorf("%s: %d %v %s, want %d and no cookie", c.name, resp.StatusCode, resp.Cookies(), body, c.want)
 		}
 	}
-	b.cookie = &http.Cookie{Name: server.SessionCookie, Value: strings.Repeat("ab", 32)}
+	b.cookie = &http.Cookie{Name: web.SessionCookie, Value: strings.Repeat("ab", 32)}
 	if resp, _ := b.do("GET", "/v1/threads", "", nil); resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("made-up session id: %d", resp.StatusCode)
 	}

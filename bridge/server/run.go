@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,8 +18,9 @@ const shutdownGrace = 30 * time.Second
 // Run is the bridge's whole life: it makes the server (New), adopts what
 // an earlier run left (Reconcile), serves HTTP and WebSockets on addr, and
 // when ctx ends (or serving fails) shuts down, leaving the sandboxes for
-// the next start to adopt. It logs "listening on http://ADDR" once it
-// accepts connections. It blocks until the shutdown is over.
+// the next start to adopt. It serves HTTPS when cfg.TLSCert and
+// cfg.TLSKey are set. It logs "listening on http://ADDR" (https://) once
+// it accepts connections. It blocks until the shutdown is over.
 func Run(ctx context.Context, cfg Config, addr string) error {
 	srv, err := New(cfg)
 	if err != nil {
@@ -36,9 +38,19 @@ func Run(ctx context.Context, cfg Config, addr string) error {
 	log := srv.log
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	scheme := "http"
+	if cfg.TLSCert != "" || cfg.TLSKey != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+		if err != nil {
+			_ = ln.Close()
+			_ = srv.Close(ctx)
+			return fmt.Errorf("--tls-cert/--tls-key: %w", err)
+		}
+		ln, scheme = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}), "https"
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }() // ends with hs.Shutdown below
-	log.Info("listening on http://"+ln.Addr().String(), "software", cfg.Software, "config", srv.cfg)
+	log.Info("listening on "+scheme+"://"+ln.Addr().String(), "software", cfg.Software, "config", srv.cfg)
 
 	for done := false; !done; {
 		select {

@@ -22,6 +22,7 @@ import (
 	"github.com/boxwire/boxwire/bridge/policy"
 	"github.com/boxwire/boxwire/bridge/sandbox"
 	"github.com/boxwire/boxwire/bridge/store"
+	"github.com/boxwire/boxwire/bridge/web"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -67,9 +68,15 @@ type Config struct {
 	// UserLimits are the limits of users who have none of their own
 	// (sandboxes at a time); zero means no limit. Admins have none.
 	UserLimits auth.Limits
-	// SessionTTL is how long a browser login lasts (login.go); default
-	// DefaultSessionTTL.
+	// SessionTTL is how long a browser login lasts (bridge/web); default
+	// web.DefaultSessionTTL.
 	SessionTTL time.Duration
+	// InsecureHTTP lets the page and its login be served over plain HTTP
+	// beyond loopback (bridge/web).
+	InsecureHTTP bool
+	// TLSCert and TLSKey, both set, make Run serve HTTPS with that
+	// certificate and key (PEM files).
+	TLSCert, TLSKey string
 
 	// Images are the images a thread may ask for besides Image.
 	Images []string
@@ -193,8 +200,8 @@ type Server struct {
 	// llmClient carries every sandbox's LLM proxy calls upstream, so
 	// they share connections; Close closes its idle ones.
 	llmClient *http.Client
-	// sessions are the browser logins (login.go).
-	sessions *sessions
+	// web are the browser logins and the page (bridge/web).
+	web *web.Sessions
 	// authn says who each request comes from (users.go); tokens counts
 	// each user's model tokens today.
 	authn  *auth.Authenticator
@@ -259,10 +266,14 @@ func New(cfg Config) (*Server, error) {
 		clients: make(map[*client]struct{}),
 		db:      db, events: db,
 		llmClient: cfg.LLM.HTTPClient,
-		sessions:  newSessions(),
 	}
 	// Users, keys and the audit log live in the same store file (users.go).
 	if s.authn, err = auth.New(auth.Config{AdminToken: cfg.Token, Store: db, OIDC: cfg.OIDC, Logger: cfg.Logger}); err != nil {
+		cancel()
+		return nil, errors.Join(fmt.Errorf("server: %w", err), db.Close())
+	}
+	if s.web, err = web.New(ctx, web.Config{Auth: s.authn, Store: db, AdminToken: cfg.Token, TTL: cfg.SessionTTL,
+		File: web.SessionsFile(cfg.DataDir), InsecureHTTP: cfg.InsecureHTTP, Logger: cfg.Logger}); err != nil {
 		cancel()
 		return nil, errors.Join(fmt.Errorf("server: %w", err), db.Close())
 	}
@@ -317,11 +328,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle(wire.ThreadFilesPath, s.auth(s.owned(s.audited("", http.HandlerFunc(s.serveFiles)))))
 	s.adminRoutes(mux)   // users_api.go
 	s.rolloutRoutes(mux) // rollout_api.go
-	// Browser sessions (login.go) and the page at / (web.go).
-	mux.HandleFunc("POST /v1/login", s.postLogin)
-	mux.HandleFunc("GET /v1/login", s.getLogin)
-	mux.HandleFunc("POST /v1/logout", s.postLogout)
-	s.webRoutes(mux)
+	s.web.Routes(mux)    // browser sessions and the page at / (bridge/web)
 	mux.Handle("/", s.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusNotFound, wire.CodeNotFound, "no route for "+r.Method+" "+r.URL.Path)
 	})))
@@ -348,7 +355,7 @@ func (s *Server) Close(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 	s.pruner.Wait()
-	s.sessions.closeAll()
+	s.web.Close()
 	if err := s.fleet.Stop(ctx); err != nil { // removes unclaimed pooled sandboxes
 		s.log.Error("close warm pool", "err", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/boxwire/boxwire/bridge/auth"
+	"github.com/boxwire/boxwire/bridge/web"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -104,9 +105,9 @@ func (s *Server) owned(next http.Handler) http.Handler {
 // failures. The principal goes into the request's context.
 func (s *Server) auth(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p, err := s.authenticate(r) // login.go: the bearer credentials, else the session cookie
+		p, err := s.web.Authenticate(r) // the bearer credentials, else the session cookie
 		switch {
-		case errors.Is(err, errCSRF):
+		case errors.Is(err, web.ErrCSRF):
 			writeJSONError(w, http.StatusForbidden, wire.CodeNotAllowed, err.Error())
 			return
 		case errors.Is(err, auth.ErrTooManyFailures):

@@ -1,7 +1,11 @@
-// Package web holds the browser page the bridge serves at / (docs/web.md):
-// the bundle esbuild built from src/ into dist/, embedded so that
-// `go build` needs no Node. `make web` (npm run build) rebuilds dist/, and
-// its check-bundle step fails when the committed bundle is out of date.
+// Package web is the browser side of the bridge (docs/web.md): the page
+// it serves at / — the bundle esbuild built from src/ into dist/,
+// embedded so that `go build` needs no Node — and the browser sessions
+// (login.go, session.go) that let the page use the API with a cookie
+// instead of a bearer key. The server mounts [Sessions.Routes] and asks
+// [Sessions.Authenticate] who each request comes from. `make web` (npm
+// run build) rebuilds dist/, and its check-bundle step fails when the
+// committed bundle is out of date.
 package web
 
 import (
