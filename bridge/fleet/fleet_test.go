@@ -13,6 +13,7 @@ import (
 	"github.com/boxwire/boxwire/bridge/fleet"
 	"github.com/boxwire/boxwire/bridge/llmproxy"
 	"github.com/boxwire/boxwire/bridge/sandbox"
+	"github.com/boxwire/boxwire/bridge/sandbox/sandboxtest"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -33,7 +34,7 @@ func newFleet(t *testing.T, edit func(*fleet.Config)) *fleetEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &fleetEnv{t: t, mgr: newFakeManager(), recs: newMemRecords(), dir: dir}
+	e := &fleetEnv{t: t, mgr: sandboxtest.NewFake(), recs: newMemRecords(), dir: dir}
 	cfg := e.config()
 	if edit != nil {
 		edit(&cfg)
@@ -52,7 +53,7 @@ func newFleet(t *testing.T, edit func(*fleet.Config)) *fleetEnv {
 		if err := f.Close(); err != nil {
 			t.Errorf("close: %v", err)
 		}
-		e.mgr.stopAll()
+		e.mgr.StopAll()
 		_ = boxdir.RemoveAll(dir)
 		_ = os.RemoveAll(dir)
 	})
@@ -70,9 +71,16 @@ func (e *fleetEnv) config() fleet.Config {
 	}
 }
 
-// acquire gives thread id a box for req and attaches m; the connection
-// to its agent is closed when the test ends.
+// acquire gives thread id a box for req and attaches a member.
 func (e *fleetEnv) acquire(id string, req wire.CreateThread) (*fleet.Box, *member) {
+	e.t.Helper()
+	m := &member{id: id}
+	return e.acquireAs(id, req, m), m
+}
+
+// acquireAs gives thread id a box for req and attaches m; the connection
+// to its agent is closed when the test ends.
+func (e *fleetEnv) acquireAs(id string, req wire.CreateThread, m fleet.Member) *fleet.Box {
 	e.t.Helper()
 	o, err := e.f.Options(req)
 	if err != nil {
@@ -85,17 +93,25 @@ func (e *fleetEnv) acquire(id string, req wire.CreateThread) (*fleet.Box, *membe
 		e.t.Fatalf("acquire %s: %v", id, err)
 	}
 	e.t.Cleanup(func() { conn.Close() })
-	m := &member{id: id}
 	if err := e.f.Attach(b, m); err != nil {
 		e.t.Fatalf("attach %s: %v", id, err)
 	}
 	e.f.Started(b)
-	return b, m
+	return b
+}
+
+// claims returns the LLM tokens the agent of sandbox sb was handed,
+// oldest first; none when the sandbox is gone.
+func (e *fleetEnv) claims(sb string) []string {
+	if a, ok := e.mgr.Agent(sb); ok {
+		return a.Claims()
+	}
+	return nil
 }
 
 func TestNewRefusesIncompleteConfig(t *testing.T) {
 	t.Parallel()
-	e := &fleetEnv{t: t, mgr: newFakeManager(), recs: newMemRecords(), dir: t.TempDir()}
+	e := &fleetEnv{t: t, mgr: sandboxtest.NewFake(), recs: newMemRecords(), dir: t.TempDir()}
 	for _, tc := range []struct {
 		name string
 		edit func(*fleet.Config)
@@ -154,7 +170,7 @@ func TestAcquireGreetsAndClaims(t *testing.T) {
 	if b.Scope() != wire.ScopeThread || b.Image() != "boxwire:test" {
 		t.Fatalf("box scope %q image %q", b.Scope(), b.Image())
 	}
-	live := e.mgr.live()
+	live := e.mgr.Live()
 	spec, ok := live[b.SandboxID()]
 	if len(live) != 1 || !ok {
 		t.Fatalf("live sandboxes %v, want only %s", live, b.SandboxID())
@@ -162,7 +178,7 @@ func TestAcquireGreetsAndClaims(t *testing.T) {
 	if spec.Labels[sandbox.LabelOwner] != "bridge-test" {
 		t.Fatalf("sandbox labels %v, want boxwire.owner=bridge-test", spec.Labels)
 	}
-	tokens := e.mgr.agentOf(b.SandboxID()).claims()
+	tokens := e.claims(b.SandboxID())
 	if len(tokens) != 1 || tokens[0] == "" || tokens[0] == "secret-token" {
 		t.Fatalf("claims %q, want one token derived from (not equal to) the bridge's", tokens)
 	}
@@ -178,7 +194,7 @@ func TestAcquireGreetsAndClaims(t *testing.T) {
 	if err := e.f.Remove(context.Background(), b); err != nil {
 		t.Fatal(err)
 	}
-	if live := e.mgr.live(); len(live) != 0 {
+	if live := e.mgr.Live(); len(live) != 0 {
 		t.Fatalf("sandboxes left after Remove: %v", live)
 	}
 	if vols, _ := e.mgr.ListVolumes(context.Background(), nil); len(vols) != 0 {
@@ -197,7 +213,7 @@ func TestAssistantScopeShares(t *testing.T) {
 	if b1 != b2 {
 		t.Fatalf("threads of one assistant got boxes %s and %s", b1.ID(), b2.ID())
 	}
-	if n := len(e.mgr.live()); n != 1 {
+	if n := len(e.mgr.Live()); n != 1 {
 		t.Fatalf("%d sandboxes, want 1", n)
 	}
 	if e.f.Release(b1, "t1") || e.f.Release(b2, "t2") {
@@ -206,7 +222,7 @@ func TestAssistantScopeShares(t *testing.T) {
 	if ms := e.f.Members(b1.ID()); len(ms) != 0 {
 		t.Fatalf("members after release: %v", ms)
 	}
-	if n := len(e.mgr.live()); n != 1 {
+	if n := len(e.mgr.Live()); n != 1 {
 		t.Fatalf("%d sandboxes after release, want the shared one", n)
 	}
 }
@@ -234,11 +250,11 @@ func TestReplaceKeepsTheVolume(t *testing.T) {
 	e := newFleet(t, nil)
 	b, _ := e.acquire("t1", wire.CreateThread{})
 	old := b.SandboxID()
-	oldVol := e.mgr.live()[old].WorkspaceVolume
+	oldVol := e.mgr.Live()[old].WorkspaceVolume
 	if _, known := e.f.LossCause(context.Background(), b, "t1"); known {
 		t.Fatal("a loss cause for a sandbox the fleet did not end")
 	}
-	e.mgr.kill(old)
+	e.mgr.Kill(old, 0, false)
 	ctx, cancel := context.WithTimeout(context.Background(), fleet.ReplaceTimeout)
 	defer cancel()
 	sb, conn, err := e.f.Replace(ctx, b, "t1", wire.SandboxExited{Reason: wire.ExitDied, Message: "test"})
@@ -250,14 +266,14 @@ func TestReplaceKeepsTheVolume(t *testing.T) {
 	if sb == old || b.SandboxID() != sb {
 		t.Fatalf("replaced %s by %s; the box names %s", old, sb, b.SandboxID())
 	}
-	live := e.mgr.live()
+	live := e.mgr.Live()
 	if _, ok := live[old]; ok {
 		t.Fatalf("the old sandbox %s is still there", old)
 	}
 	if v := live[sb].WorkspaceVolume; v != oldVol || v == "" {
 		t.Fatalf("new sandbox's volume %q, want the old one %q", v, oldVol)
 	}
-	if tokens := e.mgr.agentOf(sb).claims(); len(tokens) != 1 {
+	if tokens := e.claims(sb); len(tokens) != 1 {
 		t.Fatalf("the new agent got claims %q, want one", tokens)
 	}
 }
@@ -280,7 +296,7 @@ func TestCollect(t *testing.T) {
 	if sbs != 2 || vols != 2 {
 		t.Fatalf("collected %d sandboxes and %d volumes, want 2 and 2", sbs, vols)
 	}
-	if live := e.mgr.live(); len(live) != 1 {
+	if live := e.mgr.Live(); len(live) != 1 {
 		t.Fatalf("sandboxes left: %v, want the other bridge's one", live)
 	}
 }

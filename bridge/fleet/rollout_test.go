@@ -104,23 +104,8 @@ func (w *worker) Working() bool { return w.busy.Load() }
 // acquireWorker gives thread id a box and attaches a worker.
 func (e *fleetEnv) acquireWorker(id string, req wire.CreateThread) (*fleet.Box, *worker) {
 	e.t.Helper()
-	o, err := e.f.Options(req)
-	if err != nil {
-		e.t.Fatalf("options: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	b, conn, err := e.f.Acquire(ctx, o, id)
-	if err != nil {
-		e.t.Fatalf("acquire %s: %v", id, err)
-	}
-	e.t.Cleanup(func() { conn.Close() })
 	w := &worker{member: member{id: id}}
-	if err := e.f.Attach(b, w); err != nil {
-		e.t.Fatalf("attach %s: %v", id, err)
-	}
-	e.f.Started(b)
-	return b, w
+	return e.acquireAs(id, req, w), w
 }
 
 // replaceStopped plays the member's part of a recycle: once the fleet
@@ -174,7 +159,7 @@ func TestRolloutDrainsThePool(t *testing.T) {
 		for _, u := range e.f.Rollout().Images {
 			if u.Pooled == 1 {
 				for sb, run := range im.runs {
-					if _, live := e.mgr.live()[sb]; live && run == id {
+					if _, live := e.mgr.Live()[sb]; live && run == id {
 						return true
 					}
 				}
@@ -192,7 +177,7 @@ func TestRolloutDrainsThePool(t *testing.T) {
 		im.mu.Lock()
 		defer im.mu.Unlock()
 		for sb, run := range im.runs {
-			if _, live := e.mgr.live()[sb]; live && run == "sha256:old" {
+			if _, live := e.mgr.Live()[sb]; live && run == "sha256:old" {
 				return false
 			}
 		}
@@ -294,7 +279,7 @@ func TestMoveImage(t *testing.T) {
 	}
 	waitUntil(t, "the old sandbox stopped", func() bool { return len(im.stopped()) == 1 })
 	e.replaceStopped(b, "t1")
-	if got := e.mgr.live()[b.SandboxID()].Image; got != "boxwire:other" {
+	if got := e.mgr.Live()[b.SandboxID()].Image; got != "boxwire:other" {
 		t.Fatalf("new sandbox runs %q", got)
 	}
 	if got := e.f.Status(b).ImageID; got != "sha256:other" {

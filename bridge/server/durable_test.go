@@ -79,7 +79,7 @@ func TestAdoptedBusyThreadDelaysRecycle(t *testing.T) {
 
 	r, _ := e.attach(id, 1)
 	e.awaitLog("waits for its work to end", 1)
-	if live, specs, _, _ := e.mgr.state(); live != 1 || len(specs) != 1 {
+	if live, specs, _, _ := e.mgr.State(); live != 1 || len(specs) != 1 {
 		t.Fatalf("recycled during the turn: %d live, %d created", live, len(specs))
 	}
 	r.request(wire.TypeUserMessage, "r1", wire.UserMessage{Text: "release"})

@@ -94,7 +94,7 @@ func TestThreadEgressRefusedBeforeCreation(t *testing.T) {
 			if code != http.StatusBadRequest || werr.Code != tc.code || !strings.Contains(werr.Message, tc.says) {
 				t.Fatalf("got %d %+v, want 400 %s saying %q", code, werr, tc.code, tc.says)
 			}
-			if _, specs, _, _ := e.mgr.state(); len(specs) != 0 {
+			if _, specs, _, _ := e.mgr.State(); len(specs) != 0 {
 				t.Fatalf("%d sandboxes created for a refused request", len(specs))
 			}
 		})

@@ -13,185 +13,41 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gorilla/websocket"
-
 	"github.com/boxwire/boxwire/bridge/sandbox"
+	"github.com/boxwire/boxwire/bridge/sandbox/sandboxtest"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
-// fakeManager is a sandbox.Manager whose sandboxes are in-process fake
-// agents serving on <SocketDir>/agent.sock.
+// fakeManager is the shared fake sandbox.Manager (sandboxtest) whose
+// sandboxes run fakeAgents.
 type fakeManager struct {
-	mu             sync.Mutex
-	createErr      error // returned by Create when set
-	noAgent        bool  // Create starts no agent and the sandbox exits at once
-	backlog        int   // when > 0, agents keep this many events and resume (resume_test.go)
-	specs          []sandbox.Spec
-	boxes          map[string]*fakeBox
-	removed        []string
-	volumesRemoved []string
-	vols           map[string]map[string]string // live volumes and their labels
-	n              int
-}
-
-type fakeBox struct {
-	sb    sandbox.Sandbox
-	agent *fakeAgent
+	*sandboxtest.Manager[*fakeAgent]
+	// backlog, when > 0, makes the agents of later sandboxes keep this
+	// many events and resume (resume_test.go).
+	backlog int
 }
 
 func newFakeManager() *fakeManager {
-	return &fakeManager{boxes: map[string]*fakeBox{}, vols: map[string]map[string]string{}}
-}
-
-func (m *fakeManager) Ping(context.Context) error { return nil }
-
-func (m *fakeManager) Create(_ context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.specs = append(m.specs, spec)
-	if m.createErr != nil {
-		return sandbox.Sandbox{}, m.createErr
-	}
-	m.n++
-	if spec.WorkspaceVolume != "" {
-		m.vols[spec.WorkspaceVolume] = spec.Labels
-	}
-	sb := sandbox.Sandbox{ID: fmt.Sprintf("sb%d", m.n), Name: spec.Name, Image: spec.Image,
-		Labels: spec.Labels, Running: !m.noAgent, ExitCode: 0, Created: time.Now()}
-	if m.noAgent {
-		sb.ExitCode = 3
-	}
-	box := &fakeBox{sb: sb}
-	if !m.noAgent {
+	m := &fakeManager{}
+	m.Manager = sandboxtest.NewManager(func(spec sandbox.Spec) (*fakeAgent, error) {
 		a, err := startFakeAgent(spec.AgentDir, spec.SocketDir)
 		if err != nil {
-			return sandbox.Sandbox{}, err
+			return nil, err
 		}
-		box.agent = a
 		a.keepBacklog(m.backlog) // resume_test.go
-	}
-	m.boxes[sb.ID] = box
-	return sb, nil
+		return a, nil
+	})
+	return m
 }
 
-func (m *fakeManager) Inspect(_ context.Context, id string) (sandbox.Sandbox, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	box, ok := m.boxes[id]
-	if !ok {
-		return sandbox.Sandbox{}, fmt.Errorf("inspect %s: %w", id, sandbox.ErrNotFound)
-	}
-	return box.sb, nil
-}
-
-func (m *fakeManager) Stop(_ context.Context, id string, _ time.Duration) error {
-	m.kill(id, 0, false)
-	return nil
-}
-
-func (m *fakeManager) Remove(_ context.Context, id string) error {
-	m.mu.Lock()
-	box := m.boxes[id]
-	delete(m.boxes, id)
-	m.removed = append(m.removed, id)
-	m.mu.Unlock()
-	if box != nil && box.agent != nil {
-		box.agent.stop()
-	}
-	return nil
-}
-
-func (m *fakeManager) RemoveVolume(_ context.Context, name string) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.volumesRemoved = append(m.volumesRemoved, name)
-	delete(m.vols, name)
-	return nil
-}
-
-func (m *fakeManager) List(_ context.Context, labels map[string]string) ([]sandbox.Sandbox, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var out []sandbox.Sandbox
-next:
-	for _, b := range m.boxes {
-		for k, v := range labels {
-			if b.sb.Labels[k] != v {
-				continue next
-			}
-		}
-		out = append(out, b.sb)
-	}
-	return out, nil
-}
-
-func (m *fakeManager) ListVolumes(_ context.Context, labels map[string]string) ([]string, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var out []string
-next:
-	for name, l := range m.vols {
-		for k, v := range labels {
-			if l[k] != v {
-				continue next
-			}
-		}
-		out = append(out, name)
-	}
-	return out, nil
-}
-
-func (m *fakeManager) Close() error { return nil }
-
-// Logs returns one line naming the exit code once the sandbox stopped.
-func (m *fakeManager) Logs(_ context.Context, id string, _ int) (string, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	box := m.boxes[id]
-	if box == nil {
-		return "", fmt.Errorf("logs of %s: %w", id, sandbox.ErrNotFound)
-	}
-	if box.sb.Running {
-		return "", nil
-	}
-	// Like a Go crash: the reason first, then a long stack.
-	return fmt.Sprintf("{\"msg\":\"agent listening\"}\nfatal error: fake agent exiting with code %d\n\ngoroutine 1 [running]:\n%s",
-		box.sb.ExitCode, strings.Repeat("main.frame()\n\t/agent/main.go:1\n", 40)), nil
-}
-
-// kill stops a sandbox's agent as if the container died.
-func (m *fakeManager) kill(id string, code int, oom bool) {
-	m.mu.Lock()
-	box := m.boxes[id]
-	if box != nil {
-		box.sb.Running, box.sb.ExitCode, box.sb.OOMKilled = false, code, oom
-	}
-	m.mu.Unlock()
-	if box != nil && box.agent != nil {
-		box.agent.stop()
-	}
-}
-
-func (m *fakeManager) state() (live int, specs []sandbox.Spec, removed, volumes []string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return len(m.boxes), append([]sandbox.Spec(nil), m.specs...),
-		append([]string(nil), m.removed...), append([]string(nil), m.volumesRemoved...)
-}
-
-// fakeAgent speaks the agent side of the protocol: it answers hello, echoes
-// a user_message as a turn whose text comes from the LLM proxy, and answers
-// ping. Its own seq starts at 100, so renumbering is visible.
+// fakeAgent speaks the agent side of the protocol: the shared fake agent
+// answers hello and takes the claim; this one echoes a user_message as a
+// turn whose text comes from the LLM proxy, and answers ping. Its own seq
+// starts at 100, so renumbering is visible.
 type fakeAgent struct {
-	llmToken string
-	srv      *http.Server
-	llm      *http.Client
-	done     chan struct{}
-	once     sync.Once
+	*sandboxtest.Agent
+	llm *http.Client
 
-	mu    sync.Mutex
-	conns map[*websocket.Conn]struct{}
-	wg    sync.WaitGroup
 	seq   uint64
 	seqMu sync.Mutex // guards seq and resume
 	// resume, when set, keeps the newest events for a bridge's resume
@@ -210,13 +66,9 @@ func envValue(env []string, key string) string {
 }
 
 // startFakeAgent serves on agent.sock in agentDir, as the real agent does
-// in its folder, and calls the LLM proxy on llm.sock in bridgeDir. Its LLM
-// token comes with the bridge's claim (poolAnswer).
+// in its folder, and calls the LLM proxy on llm.sock in bridgeDir with the
+// LLM token of the bridge's claim.
 func startFakeAgent(agentDir, bridgeDir string) (*fakeAgent, error) {
-	ln, err := net.Listen("unix", filepath.Join(agentDir, "agent.sock"))
-	if err != nil {
-		return nil, fmt.Errorf("fake agent listen: %w", err)
-	}
 	llmSock := filepath.Join(bridgeDir, "llm.sock")
 	a := &fakeAgent{
 		llm: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
@@ -224,65 +76,19 @@ func startFakeAgent(agentDir, bridgeDir string) (*fakeAgent, error) {
 				var d net.Dialer
 				return d.DialContext(ctx, "unix", llmSock)
 			}}},
-		done: make(chan struct{}), conns: map[*websocket.Conn]struct{}{}, seq: 99,
+		seq: 99,
 	}
-	a.srv = &http.Server{Handler: http.HandlerFunc(a.serve)}
-	go func() {
-		defer close(a.done)
-		_ = a.srv.Serve(ln)
-	}()
+	var err error
+	if a.Agent, err = sandboxtest.StartAgent(agentDir, a.answer); err != nil {
+		return nil, err
+	}
 	return a, nil
 }
 
-// stop closes the listener and every connection and waits for handlers.
-func (a *fakeAgent) stop() {
-	a.once.Do(func() {
-		_ = a.srv.Close()
-		<-a.done
-		a.mu.Lock()
-		for c := range a.conns {
-			c.Close()
-		}
-		a.mu.Unlock()
-		a.wg.Wait()
-		a.llm.CloseIdleConnections()
-	})
-}
-
-func (a *fakeAgent) serve(w http.ResponseWriter, r *http.Request) {
-	up := websocket.Upgrader{}
-	conn, err := up.Upgrade(w, r, nil)
-	if err != nil {
-		return
-	}
-	a.mu.Lock()
-	a.conns[conn] = struct{}{}
-	a.wg.Add(1)
-	a.mu.Unlock()
-	defer a.wg.Done()
-	defer conn.Close()
-
-	var hello wire.Envelope
-	if err := conn.ReadJSON(&hello); err != nil || hello.Type != wire.TypeHello {
-		return
-	}
-	var h wire.Hello
-	if err := hello.Decode(&h); err != nil || h.Role != wire.RoleBridge || h.Thread == "" {
-		_ = conn.WriteJSON(wire.ErrorEnvelope("", "", wire.CodeBadMessage, "want a bridge hello with a thread"))
-		return
-	}
-	_ = conn.WriteJSON(wire.MustNew(wire.TypeHello, h.Thread, "", wire.Hello{Version: wire.Version, Role: wire.RoleAgent, Software: "fake-agent"}))
-	for {
-		var env wire.Envelope
-		if err := conn.ReadJSON(&env); err != nil {
-			return
-		}
-		for _, out := range a.answer(env) {
-			if err := conn.WriteJSON(out); err != nil {
-				return
-			}
-		}
-	}
+// Stop stops the shared agent and drops the LLM client's connections.
+func (a *fakeAgent) Stop() {
+	a.Agent.Stop()
+	a.llm.CloseIdleConnections()
 }
 
 func (a *fakeAgent) event(typ wire.Type, id string, payload any) wire.Envelope {
@@ -300,9 +106,6 @@ func (a *fakeAgent) answer(env wire.Envelope) []wire.Envelope {
 		return out
 	}
 	if out, ok := a.lifecycleAnswer(env); ok { // lifecycle_test.go
-		return out
-	}
-	if out, ok := a.poolAnswer(env); ok { // pool_test.go
 		return out
 	}
 	if out, ok := a.resumeAnswer(env); ok { // resume_test.go
@@ -358,10 +161,8 @@ func (a *fakeAgent) askModel(text string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	a.mu.Lock()
-	tok := a.llmToken // from the claim (poolAnswer)
-	a.mu.Unlock()
-	req.Header.Set("Authorization", "Bearer "+tok) // the sandbox's proxy token, not a key
+	// The sandbox's proxy token from the claim (sandboxtest.Agent), not a key.
+	req.Header.Set("Authorization", "Bearer "+a.Token())
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := a.llm.Do(req)
 	if err != nil {

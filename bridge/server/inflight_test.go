@@ -64,8 +64,8 @@ func TestRequestInFlightWhenSandboxDiesIsResent(t *testing.T) {
 	case <-time.After(waitFor):
 		t.Fatal("the agent never read the message")
 	}
-	_, specs, _, _ := e.mgr.state()
-	e.mgr.kill(e.sandboxIDOf(specs[len(specs)-1]), 137, false)
+	_, specs, _, _ := e.mgr.State()
+	e.mgr.Kill(e.sandboxIDOf(specs[len(specs)-1]), 137, false)
 
 	var echoes, dones int
 	var replaced bool

@@ -98,7 +98,7 @@ func (s *session) replaced(reason wire.ExitReason) wire.SandboxReplaced {
 
 // volumesOf returns the workspace volumes of the specs the manager got.
 func (e *env) volumesOf() []string {
-	_, specs, _, _ := e.mgr.state()
+	_, specs, _, _ := e.mgr.State()
 	var out []string
 	for _, sp := range specs {
 		if !slices.Contains(out, sp.WorkspaceVolume) {
@@ -157,7 +157,7 @@ func TestMaxLifetimeRecycles(t *testing.T) {
 	if v := e.volumesOf(); len(v) != 1 || v[0] != "boxwire-ws-"+id {
 		t.Errorf("volumes %v, want the thread's one", v)
 	}
-	if _, _, _, vols := e.mgr.state(); len(vols) != 0 {
+	if _, _, _, vols := e.mgr.State(); len(vols) != 0 {
 		t.Errorf("volumes removed: %v", vols)
 	}
 }
@@ -185,7 +185,7 @@ func TestMaxLifetimeWaitsForWork(t *testing.T) {
 			s.readUntil(wire.TypeUserEcho)
 			if tc.release {
 				e.awaitLog("waits for its work to end", 1)
-				if live, specs, _, _ := e.mgr.state(); live != 1 || len(specs) != 1 {
+				if live, specs, _, _ := e.mgr.State(); live != 1 || len(specs) != 1 {
 					t.Fatalf("recycled during the turn: %d live, %d created", live, len(specs))
 				}
 				s.request(wire.TypeUserMessage, "r1", wire.UserMessage{Text: "release"})
@@ -218,13 +218,13 @@ func TestIdleSuspendsAndResumes(t *testing.T) {
 	}
 	e.awaitLog("sandbox suspended", 1)
 	deadline := time.Now().Add(waitFor)
-	for live, _, _, _ := e.mgr.state(); live != 0; live, _, _, _ = e.mgr.state() {
+	for live, _, _, _ := e.mgr.State(); live != 0; live, _, _, _ = e.mgr.State() {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d sandboxes live after suspension", live)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if _, _, _, vols := e.mgr.state(); len(vols) != 0 {
+	if _, _, _, vols := e.mgr.State(); len(vols) != 0 {
 		t.Fatalf("volumes removed %v on suspension", vols)
 	}
 	var list wire.ThreadList
@@ -302,7 +302,7 @@ func TestSuspendedThreadRemoved(t *testing.T) {
 			}
 			// Retention deletes the record, then the volume: the thread
 			// is gone (404) a moment before its volume is.
-			for _, _, _, vols := e.mgr.state(); !slices.Contains(vols, "boxwire-ws-"+id); _, _, _, vols = e.mgr.state() {
+			for _, _, _, vols := e.mgr.State(); !slices.Contains(vols, "boxwire-ws-"+id); _, _, _, vols = e.mgr.State() {
 				if time.Now().After(deadline) {
 					t.Fatalf("volumes removed %v, want the thread's", vols)
 				}
@@ -328,7 +328,7 @@ func TestImageUpdateReplaces(t *testing.T) {
 	e.mgr.setImage("boxwire:test", "sha256:bbbbbbbbbbbbbbbbbbbb")
 	e.awaitLog("recycling sandbox", 0)
 	time.Sleep(300 * time.Millisecond) // several reaper ticks while the turn runs
-	if _, specs, _, _ := e.mgr.state(); len(specs) != 1 {
+	if _, specs, _, _ := e.mgr.State(); len(specs) != 1 {
 		t.Fatalf("replaced during the turn: %d created", len(specs))
 	}
 	s.request(wire.TypeUserMessage, "r1", wire.UserMessage{Text: "release"})
@@ -353,7 +353,7 @@ func TestAssistantSandboxReplacedOnce(t *testing.T) {
 	sa.turn("m1", "one")
 	sb.turn("m1", "two")
 	sb.turn("m2", "three")
-	e.mgr.kill(a.SandboxID, 137, false)
+	e.mgr.Kill(a.SandboxID, 137, false)
 	ra, rb := sa.replaced(wire.ExitOOM), sb.replaced(wire.ExitOOM)
 	if ra.SandboxID != rb.SandboxID || ra.SandboxID == a.SandboxID {
 		t.Errorf("new sandboxes %s and %s (old %s), want one shared new one", ra.SandboxID, rb.SandboxID, a.SandboxID)
@@ -361,7 +361,7 @@ func TestAssistantSandboxReplacedOnce(t *testing.T) {
 	if rb.Restored <= ra.Restored || ra.Restored == 0 {
 		t.Errorf("restored %d and %d, want each thread's own history", ra.Restored, rb.Restored)
 	}
-	if _, specs, _, _ := e.mgr.state(); len(specs) != 2 {
+	if _, specs, _, _ := e.mgr.State(); len(specs) != 2 {
 		t.Errorf("%d sandboxes created, want 2 (one replacement)", len(specs))
 	}
 	sa.turn("m2", "again")
@@ -393,7 +393,7 @@ func TestReconcileKeepsSuspended(t *testing.T) {
 			t.Errorf("thread %s: status %s after restart, want suspended", id, st)
 		}
 	}
-	if _, _, _, vols := e.mgr.state(); len(vols) != 0 {
+	if _, _, _, vols := e.mgr.State(); len(vols) != 0 {
 		t.Errorf("reconcile removed volumes %v", vols)
 	}
 	for _, id := range []string{idle, dead} {

@@ -10,7 +10,7 @@ func TestSandboxesShareUpstreamConnections(t *testing.T) {
 	e := newEnv(t)
 	a, _ := e.attach("", 0)
 	b, _ := e.attach("", 0) // a second thread: its own sandbox and proxy
-	if live, _, _, _ := e.mgr.state(); live != 2 {
+	if live, _, _, _ := e.mgr.State(); live != 2 {
 		t.Fatalf("%d sandboxes, want one per thread", live)
 	}
 	a.turn("m1", "hi")

@@ -40,7 +40,7 @@ func (m *peakManager) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sa
 		}
 	}
 	sb, err := m.fakeManager.Create(ctx, spec)
-	live, _, _, _ := m.fakeManager.state()
+	live, _, _, _ := m.fakeManager.State()
 	m.mu.Lock()
 	m.peak = max(m.peak, live)
 	m.mu.Unlock()

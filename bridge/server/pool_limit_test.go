@@ -61,7 +61,7 @@ func TestPoolCountsTowardMaxSandboxes(t *testing.T) {
 			if peak := pm.maxLive(); peak > tt.max {
 				t.Errorf("the engine ran %d sandboxes at once, limit %d", peak, tt.max)
 			}
-			if live, _, _, _ := e.mgr.state(); live != tt.max {
+			if live, _, _, _ := e.mgr.State(); live != tt.max {
 				t.Errorf("%d sandboxes live, want the limit %d (all in use)", live, tt.max)
 			}
 		})
@@ -88,7 +88,7 @@ func TestPoolRefillsUnderMaxSandboxes(t *testing.T) {
 	if peak := pm.maxLive(); peak > 2 {
 		t.Errorf("the engine ran %d sandboxes at once, limit 2", peak)
 	}
-	if live, _, _, _ := e.mgr.state(); live != 2 {
+	if live, _, _, _ := e.mgr.State(); live != 2 {
 		t.Errorf("%d sandboxes live, want 2 (one thread, one pooled)", live)
 	}
 }

@@ -94,7 +94,7 @@ func TestPoolClaimedSandboxAdoptedAfterRestart(t *testing.T) {
 			})
 
 			live, _ := e.mgr.List(context.Background(), map[string]string{sandbox.LabelBox: spare.Labels[sandbox.LabelBox]})
-			_, _, _, volumes := e.mgr.state()
+			_, _, _, volumes := e.mgr.State()
 			if len(live) != 0 || !slices.Contains(volumes, spare.WorkspaceVolume) {
 				t.Errorf("unclaimed pooled sandbox of the earlier run: %d left, volumes removed %v", len(live), volumes)
 			}

@@ -15,22 +15,6 @@ import (
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
-// poolAnswer makes the fake agent take a claim as the real one does: it
-// keeps the token for its LLM calls and answers claimed.
-func (a *fakeAgent) poolAnswer(env wire.Envelope) ([]wire.Envelope, bool) {
-	if env.Type != wire.TypeClaim {
-		return nil, false
-	}
-	var c wire.Claim
-	if err := env.Decode(&c); err != nil || c.LLMToken == "" {
-		return []wire.Envelope{wire.ErrorEnvelope("", env.ID, wire.CodeBadMessage, "claim needs a token")}, true
-	}
-	a.mu.Lock()
-	a.llmToken = c.LLMToken
-	a.mu.Unlock()
-	return []wire.Envelope{wire.MustNew(wire.TypeClaimed, env.Thread, env.ID, nil)}, true
-}
-
 func newPoolEnv(t *testing.T, n int) *env {
 	t.Helper()
 	return newEnvWith(t, func(c *server.Config) { c.Pool = n })
@@ -38,7 +22,7 @@ func newPoolEnv(t *testing.T, n int) *env {
 
 // pooledSpecs are the specs of the sandboxes started for the pool.
 func (e *env) pooledSpecs() []sandbox.Spec {
-	_, specs, _, _ := e.mgr.state()
+	_, specs, _, _ := e.mgr.State()
 	var out []sandbox.Spec
 	for _, s := range specs {
 		if s.Labels["boxwire.pool"] == "1" {
@@ -135,7 +119,7 @@ func TestPoolCloseRemovesUnclaimedSandboxes(t *testing.T) {
 	if err := e.srv.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	live, _, _, vols := e.mgr.state()
+	live, _, _, vols := e.mgr.State()
 	if live != 0 {
 		t.Errorf("%d sandboxes left after Close; want the pool's removed", live)
 	}

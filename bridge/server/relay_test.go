@@ -13,7 +13,7 @@ func TestAgentDeath(t *testing.T) {
 	b, _ := e.attach(id, 0)
 	a.turn("m1", "hi")
 	b.readTurn()
-	e.mgr.kill("sb1", 137, true)
+	e.mgr.Kill("sb1", 137, true)
 	for _, s := range []*session{a, b} {
 		ev := s.read()
 		var exit wire.SandboxExited

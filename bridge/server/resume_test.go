@@ -75,39 +75,21 @@ func (a *fakeAgent) resumeAnswer(env wire.Envelope) (out []wire.Envelope, ok boo
 // detachEmit closes the agent's connections (the sandbox goes on running)
 // and then makes n assistant_delta events while no bridge is attached.
 func (a *fakeAgent) detachEmit(n int) {
-	a.detachDo(func() {
+	a.Detach(func() {
 		for i := range n {
 			a.event(wire.TypeAssistantDelta, "bg", wire.Text{Text: fmt.Sprintf("detached %d", i+1)})
 		}
 	})
 }
 
-// detachDo closes the agent's connections (the sandbox goes on running)
-// and then runs emit, which makes events while no bridge is attached. A
-// bridge that greets the agent again meanwhile waits (serve takes a.mu to
-// register its connection) until emit returns, so its resume finds them.
-func (a *fakeAgent) detachDo(emit func()) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for c := range a.conns {
-		c.Close()
-		delete(a.conns, c)
-	}
-	emit()
-}
-
 // onlyAgent is the fake agent of the only sandbox.
 func (e *env) onlyAgent() *fakeAgent {
 	e.t.Helper()
-	e.mgr.mu.Lock()
-	defer e.mgr.mu.Unlock()
-	if len(e.mgr.boxes) != 1 {
-		e.t.Fatalf("%d sandboxes, want 1", len(e.mgr.boxes))
+	agents := e.mgr.Agents()
+	if len(agents) != 1 {
+		e.t.Fatalf("%d sandboxes, want 1", len(agents))
 	}
-	for _, b := range e.mgr.boxes {
-		return b.agent
-	}
-	return nil
+	return agents[0]
 }
 
 // readN reads n messages.
@@ -213,7 +195,7 @@ func TestHeldOutputSurvivesRestart(t *testing.T) {
 	s.turn("m1", "hi")
 	a := e.onlyAgent()
 	out := func(text string) { a.event(wire.TypeToolOutput, "r1", wire.ToolOutput{CallID: "c1", Output: text}) }
-	a.detachDo(func() { out("part one tok") }) // "tok" may go on in the next chunk: kept back
+	a.Detach(func() { out("part one tok") }) // "tok" may go on in the next chunk: kept back
 	if got := s.read(); got.Type != wire.TypeToolOutput || !strings.Contains(string(got.Data), `"part one "`) {
 		t.Fatalf("first chunk %s %s", got.Type, got.Data)
 	}

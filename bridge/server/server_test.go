@@ -66,7 +66,7 @@ func TestAuthBeforeUpgrade(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("healthz %d", resp.StatusCode)
 	}
-	if _, specs, _, _ := e.mgr.state(); len(specs) != 0 {
+	if _, specs, _, _ := e.mgr.State(); len(specs) != 0 {
 		t.Fatalf("sandboxes created without auth: %d", len(specs))
 	}
 }
@@ -77,7 +77,7 @@ func TestNewThreadHandshake(t *testing.T) {
 	if !regexp.MustCompile(`^t_[0-9a-f]{12}$`).MatchString(id) {
 		t.Fatalf("thread id %q", id)
 	}
-	_, specs, _, _ := e.mgr.state()
+	_, specs, _, _ := e.mgr.State()
 	if len(specs) != 1 {
 		t.Fatalf("%d sandboxes created", len(specs))
 	}
@@ -249,7 +249,7 @@ func TestHandshakeRejections(t *testing.T) {
 			s.expectClosed()
 		})
 	}
-	if _, specs, _, _ := e.mgr.state(); len(specs) != 0 {
+	if _, specs, _, _ := e.mgr.State(); len(specs) != 0 {
 		t.Fatalf("rejected hellos created %d sandboxes", len(specs))
 	}
 }
@@ -271,12 +271,12 @@ func TestCreateFailures(t *testing.T) {
 		text  string
 	}{
 		{"engine down", func(m *fakeManager) {
-			m.createErr = fmt.Errorf("create container: %w", sandbox.ErrEngineUnavailable)
+			m.SetCreateErr(fmt.Errorf("create container: %w", sandbox.ErrEngineUnavailable))
 		}, wire.CodeEngineUnavailable, "container engine"},
 		{"image missing", func(m *fakeManager) {
-			m.createErr = fmt.Errorf("create container: %w", sandbox.ErrImageNotFound)
+			m.SetCreateErr(fmt.Errorf("create container: %w", sandbox.ErrImageNotFound))
 		}, wire.CodeSandboxUnavailable, "image not found"},
-		{"sandbox exits before agent is ready", func(m *fakeManager) { m.noAgent = true },
+		{"sandbox exits before agent is ready", func(m *fakeManager) { m.SetNoAgent(true) },
 			wire.CodeSandboxUnavailable, "exited with code 3"},
 	}
 	for _, tc := range tests {
@@ -289,7 +289,7 @@ func TestCreateFailures(t *testing.T) {
 				t.Fatalf("message %q does not mention %q", werr.Message, tc.text)
 			}
 			s.expectClosed()
-			live, specs, _, volumes := e.mgr.state()
+			live, specs, _, volumes := e.mgr.State()
 			if live != 0 || !runDirEmpty(t, e) {
 				t.Fatalf("left behind: %d sandboxes, run dir empty %v", live, runDirEmpty(t, e))
 			}
@@ -325,7 +325,7 @@ func TestDeleteThread(t *testing.T) {
 			t.Fatalf("close code %d", code)
 		}
 	}
-	live, specs, removed, volumes := e.mgr.state()
+	live, specs, removed, volumes := e.mgr.State()
 	if live != 0 || len(removed) != 1 || !slices.Equal(volumes, []string{specs[0].WorkspaceVolume}) || !runDirEmpty(t, e) {
 		t.Fatalf("left behind: live %d removed %v volumes %v", live, removed, volumes)
 	}
@@ -352,14 +352,14 @@ func TestCloseLeavesSandboxesForCollect(t *testing.T) {
 			t.Fatalf("close code %d", code)
 		}
 	}
-	if live, _, removed, _ := e.mgr.state(); live != 2 || len(removed) != 0 {
+	if live, _, removed, _ := e.mgr.State(); live != 2 || len(removed) != 0 {
 		t.Fatalf("close removed sandboxes: live %d removed %v", live, removed)
 	}
 	n, v, err := server.Collect(ctx, e.mgr, "bridge-test", e.dataDir)
 	if err != nil || n != 2 || v != 2 {
 		t.Fatalf("collect: %d sandboxes, %d volumes, %v", n, v, err)
 	}
-	live, _, removed, volumes := e.mgr.state()
+	live, _, removed, volumes := e.mgr.State()
 	if live != 0 || len(removed) != 2 || len(volumes) != 2 || !runDirEmpty(t, e) {
 		t.Fatalf("left behind: live %d removed %v volumes %v", live, removed, volumes)
 	}

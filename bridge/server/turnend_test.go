@@ -92,8 +92,8 @@ func TestSandboxDeathEndsTheTurn(t *testing.T) {
 	s, _ := e.attach("", 0)
 	s.request(wire.TypeUserMessage, "m1", wire.UserMessage{Text: "hang: sleep 5"})
 	s.readThrough(wire.TypeToolOutput)
-	_, specs, _, _ := e.mgr.state()
-	e.mgr.kill(e.sandboxIDOf(specs[len(specs)-1]), 137, false)
+	_, specs, _, _ := e.mgr.State()
+	e.mgr.Kill(e.sandboxIDOf(specs[len(specs)-1]), 137, false)
 
 	evs := s.readThrough(wire.TypeSandboxReplaced)
 	if evs[0].Type != wire.TypeSandboxExited {
@@ -121,7 +121,7 @@ func TestRestartedAgentEndsTheTurnOnce(t *testing.T) {
 	s.request(wire.TypeUserMessage, "m1", wire.UserMessage{Text: "hang: sleep 5"})
 	s.readThrough(wire.TypeToolOutput)
 	a := e.onlyAgent()
-	a.detachDo(func() { // a new process: new instance, empty backlog
+	a.Detach(func() { // a new process: new instance, empty backlog
 		a.seqMu.Lock()
 		a.resume.instance, a.resume.evs, a.seq = fmt.Sprintf("restarted-%p", a), nil, 0
 		a.seqMu.Unlock()
