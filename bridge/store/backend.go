@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"time"
 
 	"github.com/boxwire/boxwire/bridge/auth"
@@ -49,10 +50,24 @@ import (
 // Users, keys and audit entries (auth.Store) are written at once, each
 // durable when its call returns.
 //
+// Leases (Lease) say which bridge relays each thread: AcquireLease takes
+// or renews one, RenewLease only renews, ReleaseLease gives it up; at most
+// one holder has a thread's unexpired lease at a time, even when stores
+// of several bridges race. Expiry is by the store's clock (the database
+// server's for PostgreSQL), so bridges' clocks need not agree. The bbolt
+// store keeps them in memory (one process has its file).
+//
+// Approvals (Approval) are the approval requests waiting for an answer:
+// written at once like users; DecideApproval stores the first decision
+// and reports later ones as losers. DeleteThread removes the approvals
+// that name the thread; Prune those older than a day.
+//
 // Close commits what is queued, stops the writer and releases the store;
 // it is idempotent.
 type Backend interface {
 	auth.Store
+	Leases
+	Approvals
 
 	// PutThread creates or replaces a thread record.
 	PutThread(t Thread) error
@@ -95,6 +110,38 @@ type Backend interface {
 	Prune(now time.Time, live func(id string) bool) (PruneStats, []string, error)
 
 	Close() error
+}
+
+// Leases are the threads' leases; see Backend and Lease.
+type Leases interface {
+	// AcquireLease takes the thread's lease for holder until ttl from
+	// now, or renews it when holder has it; when another holder's lease
+	// has not expired it fails with ErrLeaseHeld and returns that lease.
+	AcquireLease(ctx context.Context, thread, holder string, ttl time.Duration) (Lease, error)
+	// RenewLease extends holder's unexpired lease to ttl from now, or
+	// fails with ErrLeaseLost.
+	RenewLease(ctx context.Context, thread, holder string, ttl time.Duration) (Lease, error)
+	// ReleaseLease ends holder's lease of thread at once (no lease: no
+	// error).
+	ReleaseLease(ctx context.Context, thread, holder string) error
+	// Leases returns every unexpired lease, by thread.
+	Leases(ctx context.Context) ([]Lease, error)
+}
+
+// Approvals are the pending approval requests; see Backend and Approval.
+type Approvals interface {
+	// PutApproval creates or replaces a.
+	PutApproval(ctx context.Context, a Approval) error
+	// Approval returns the approval id; ok is false when there is none.
+	Approval(ctx context.Context, id string) (a Approval, ok bool, err error)
+	// Approvals returns the thread's undecided approvals, oldest first.
+	Approvals(ctx context.Context, thread string) ([]Approval, error)
+	// DecideApproval stores d as id's decision unless it has one; won
+	// reports whether d stands, a has the decision that does. An unknown
+	// id is ErrNoApproval.
+	DecideApproval(ctx context.Context, id string, d wire.ApprovalDecision) (a Approval, won bool, err error)
+	// DeleteApproval removes the approval id (missing: no error).
+	DeleteApproval(ctx context.Context, id string) error
 }
 
 var _ Backend = (*Store)(nil)

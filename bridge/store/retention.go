@@ -47,6 +47,9 @@ func (s *Store) Prune(now time.Time, live func(id string) bool) (PruneStats, []s
 			return err
 		}
 		events := tx.Bucket(bucketEvents)
+		if err := dropApprovalsTx(tx, nil, now.Add(-ApprovalKeep)); err != nil {
+			return err
+		}
 		if r.MaxAge > 0 {
 			var old []string
 			_ = act.ForEach(func(k, v []byte) error {
@@ -77,6 +80,7 @@ func (s *Store) Prune(now time.Time, live func(id string) bool) (PruneStats, []s
 		return st, gone, fmt.Errorf("prune: %w", err)
 	}
 	s.w.MarkGone(gone...) // gone.go: a late write must not bring one back
+	s.leases.drop(gone...)
 	return st, gone, nil
 }
 
@@ -115,6 +119,9 @@ func deleteThreadTx(tx *bolt.Tx, id string) error {
 		return err
 	}
 	if err := deleteInflightTx(tx, id); err != nil { // inflight.go
+		return err
+	}
+	if err := dropApprovalsTx(tx, []string{id}, time.Time{}); err != nil { // approval.go
 		return err
 	}
 	if act := tx.Bucket(bucketActivity); act != nil {

@@ -83,11 +83,13 @@ const DefaultQueueEvents = 65536
 
 // Store is the bbolt-backed store. See the package doc.
 type Store struct {
-	db   *bolt.DB
-	opt  Options
-	log  *slog.Logger
-	w    *Writer // the group commit (writer.go, commit.go)
-	once sync.Once
+	db  *bolt.DB
+	opt Options
+	log *slog.Logger
+	w   *Writer // the group commit (writer.go, commit.go)
+	// leases are in memory: one process has the file (lease.go).
+	leases memLeases
+	once   sync.Once
 	// dirty says something was committed since the last fsync; syncer
 	// (SyncInterval mode) clears it, and stops when quit is closed,
 	// closing synced.
@@ -108,7 +110,7 @@ func Open(path string, opt Options) (*Store, error) {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketThreads, bucketEvents, bucketActivity, bucketUsers, bucketKeys, bucketAudit} {
+		for _, b := range [][]byte{bucketThreads, bucketEvents, bucketActivity, bucketUsers, bucketKeys, bucketAudit, bucketApprovals} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -220,6 +222,7 @@ func (s *Store) Flush() { s.w.Flush() }
 func (s *Store) DeleteThread(id string) error {
 	s.w.MarkGone(id) // gone.go
 	s.w.Flush()
+	s.leases.drop(id)
 	return s.db.Update(func(tx *bolt.Tx) error { return deleteThreadTx(tx, id) })
 }
 

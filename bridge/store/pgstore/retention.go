@@ -59,6 +59,9 @@ func (s *Store) Prune(now time.Time, live func(id string) bool) (store.PruneStat
 	if _, err := s.pool.Exec(ctx, `DELETE FROM thread_logs WHERE deleted < $1`, now.Add(-tombstoneKeep)); err != nil {
 		return st, gone, fmt.Errorf("prune: tombstones: %w", err)
 	}
+	if _, err := s.pool.Exec(ctx, `DELETE FROM approvals WHERE created < $1`, now.Add(-store.ApprovalKeep)); err != nil {
+		return st, gone, fmt.Errorf("prune: approvals: %w", err)
+	}
 	return st, gone, nil
 }
 

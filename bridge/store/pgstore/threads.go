@@ -77,9 +77,10 @@ func deleteThreads(ctx context.Context, tx pgx.Tx, ids []string) error {
 	b := &pgx.Batch{}
 	b.Queue(`INSERT INTO thread_logs (thread, deleted) SELECT t, now() FROM unnest($1::text[]) AS t ORDER BY t COLLATE "C"
 ON CONFLICT (thread) DO UPDATE SET deleted = now(), last_seq = 0, activity = NULL`, ids)
-	for _, table := range []string{"events", "agent_cursors", "inflight"} {
+	for _, table := range []string{"events", "agent_cursors", "inflight", "leases"} {
 		b.Queue(`DELETE FROM `+table+` WHERE thread = ANY($1)`, ids)
 	}
+	b.Queue(`DELETE FROM approvals WHERE threads && $1::text[]`, ids)
 	b.Queue(`DELETE FROM threads WHERE id = ANY($1)`, ids)
 	return tx.SendBatch(ctx, b).Close()
 }

@@ -44,6 +44,9 @@ func Run(t *testing.T, cfg Config) {
 		{"WritesAfterDeleteDropped", testWritesAfterDeleteDropped},
 		{"Users", testUsers},
 		{"Audit", testAudit},
+		{"Leases", testLeases},
+		{"LeaseRace", testLeaseRace},
+		{"Approvals", testApprovals},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
