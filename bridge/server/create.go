@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/boxwire/boxwire/bridge/approval"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -24,7 +25,7 @@ func (s *Server) createThread(ctx context.Context, req wire.CreateThread) (*thre
 	if err := s.checkSandboxQuota(ctx); err != nil { // users.go
 		return nil, err
 	}
-	pol, err := s.threadPolicy(req) // approvals_egress.go
+	pol, err := approval.ThreadPolicy(s.cfg.Policy, req.Policy) // the thread's own rules (bridge/approval)
 	if err != nil {
 		return nil, err
 	}
@@ -40,7 +41,7 @@ func (s *Server) createThread(ctx context.Context, req wire.CreateThread) (*thre
 	}
 	defer s.fleet.Started(b) // the reaper left b alone while the thread started
 	t := newThread(s, id, conn, b, 0, log)
-	t.gate.set(pol)
+	t.gate.SetPolicy(pol)
 	s.fleet.Linked(b, id, b.SandboxID())
 	// Under the box's lock, so a PATCH of the sandbox's egress rules
 	// (egress_update.go) finds this thread registered with the rules it

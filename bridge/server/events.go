@@ -17,7 +17,7 @@ import (
 //     has them); a gap is published as events_lost first. The bridge's own
 //     events (sandbox_exited, sandbox_replaced, egress, usage, approvals)
 //     start at stage 2.
-//  2. redaction — redactStream (approvals_redact.go): secrets never reach
+//  2. redaction — approval.Gate.Stream (bridge/approval): secrets never reach
 //     a client or the log; a tool_output tail that may hold the start of
 //     one is kept back until the next chunk or the result.
 //  3. log append — logAppend: the old agent's late answers for work the
@@ -57,7 +57,7 @@ func (t *thread) logEvent(env wire.Envelope) wire.Envelope {
 
 // append is publish; done, when set, receives the event once committed.
 func (t *thread) append(env wire.Envelope, done chan<- wire.Envelope) wire.Envelope {
-	before, env, keep := t.redactStream(env) // stage 2 (approvals_redact.go)
+	before, env, keep := t.gate.Stream(env) // stage 2 (bridge/approval)
 	for _, b := range before {
 		t.logAppend(b, nil)
 	}

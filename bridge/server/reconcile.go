@@ -38,7 +38,7 @@ func (s *Server) adoptThread(ctx context.Context, b *fleet.Box, rec fleet.Thread
 		return fmt.Errorf("read thread log: %w", err)
 	}
 	t := newThread(s, rec.ID, conn, b, last, s.log.With("thread", rec.ID))
-	t.gate.set(s.storedPolicy(rec)) // approvals_egress.go
+	t.gate.SetPolicy(s.storedPolicy(rec)) // approvals.go
 	if !rec.Created.IsZero() {
 		t.created = rec.Created
 	}

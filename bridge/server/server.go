@@ -288,7 +288,7 @@ func New(cfg Config) (*Server, error) {
 
 // fleetConfig is the fleet's part of the server's config, with the
 // server's hooks: egress approvals ask the clients of a sandbox's threads
-// (approvals_egress.go), and Reconcile's adopted threads are made here
+// (approvals.go), and Reconcile's adopted threads are made here
 // (reconcile.go).
 func (s *Server) fleetConfig() fleet.Config {
 	c := s.cfg
@@ -304,7 +304,7 @@ func (s *Server) fleetConfig() fleet.Config {
 		LLM: c.LLM, UsageEvents: c.UsageEvents, LLMAdmit: s.admitModelCall, LLMUsage: s.countTokens, // users.go
 		Egress: c.Egress, EgressThreadMax: c.EgressThreadMax, Policy: c.Policy, EgressRoots: c.EgressRoots,
 		Posture: c.Posture,
-		Check:   s.egressCheck, // approvals_egress.go
+		Check:   s.egressCheck, // approvals.go
 		Adopt:   s.adoptThread, // reconcile.go
 	}
 }

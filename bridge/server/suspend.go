@@ -70,7 +70,7 @@ func (s *Server) resumeIn(ctx context.Context, b *fleet.Box, conn *websocket.Con
 		return nil, 0, fmt.Errorf("read thread log: %w", err)
 	}
 	t := newThread(s, rec.ID, conn, b, last, log)
-	t.gate.set(s.storedPolicy(rec)) // approvals_egress.go
+	t.gate.SetPolicy(s.storedPolicy(rec)) // approvals.go
 	if !rec.Created.IsZero() {
 		t.created = rec.Created
 	}

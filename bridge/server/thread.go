@@ -9,6 +9,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/boxwire/boxwire/bridge/agentlink"
+	"github.com/boxwire/boxwire/bridge/approval"
 	"github.com/boxwire/boxwire/bridge/fleet"
 	"github.com/boxwire/boxwire/bridge/sandbox"
 	"github.com/boxwire/boxwire/bridge/threadlog"
@@ -52,8 +53,8 @@ type thread struct {
 	wg       sync.WaitGroup
 
 	toAgent chan wire.Envelope
-	term    *termRelay // terminal sessions' watchers and input (terminal.go)
-	gate    gate       // approval policy and pending requests (approvals.go)
+	term    *termRelay     // terminal sessions' watchers and input (terminal.go)
+	gate    *approval.Gate // approval policy, pending requests, held output (bridge/approval)
 
 	mu      sync.Mutex
 	events  threadlog.Log      // numbering, tail, whether the agent works
@@ -73,6 +74,7 @@ func newThread(s *Server, id string, agent *websocket.Conn, b *fleet.Box, last u
 		events:  threadlog.New(last, s.cfg.MaxStoredOutput),
 		clients: make(map[string]*client),
 	}
+	t.gate = approval.NewGate(id, s.cfg.Policy, t.Publish)
 	t.link = agentlink.New(ctx, agent, agentlink.Config{
 		ID: id, Log: log, Thread: t, Fleet: s.fleet, Box: b, Manager: s.cfg.Manager, Store: s.events,
 		Server: s.ctx, Group: &t.wg, Requests: t.toAgent, Input: t.term.input, LogEmpty: last == 0,

@@ -21,7 +21,8 @@ func TestOnlyWireIsShared(t *testing.T) {
 		part, _, _ := strings.Cut(strings.TrimPrefix(pkg, module), "/")
 		return part
 	}
-	lower := map[string]bool{"fleet": true, "agentlink": true, "threadlog": true, "sandbox": true, "store": true}
+	lower := map[string]bool{"fleet": true, "agentlink": true, "threadlog": true, "sandbox": true, "store": true,
+		"approval": true, "rollout": true}
 	checked := 0
 	for line := range strings.Lines(string(out)) {
 		fields := strings.Fields(line)

@@ -1,4 +1,4 @@
-package server
+package approval
 
 import (
 	"encoding/json"
@@ -8,7 +8,7 @@ import (
 )
 
 // Streamed tool output is masked chunk by chunk, so a secret split across
-// two tool_output chunks would pass in halves. The thread keeps back the
+// two tool_output chunks would pass in halves. The gate keeps back the
 // tail of each call's output that could be the start of a secret
 // (policy.Redactor.HoldFrom, at most policy.MaxHold bytes) and sends it in
 // front of the call's next chunk; the rest is sent when the call's
@@ -40,36 +40,62 @@ func (h *heldTails) take(match func(callID string) bool) []heldTail {
 	return out
 }
 
-// redactStream masks secrets in env before it is logged or sent. A
-// tool_output chunk may be sent shortened (its tail kept back); keep is
-// false when nothing of it is to be sent yet. before are the kept-back
-// tails to publish first: the call's own before its tool_result, every
-// call's before a turn_done. It is called only by append.
-func (t *thread) redactStream(env wire.Envelope) (before []wire.Envelope, out wire.Envelope, keep bool) {
+// Stream masks secrets in env before it is logged or sent (stage 2 of the
+// event path). A tool_output chunk may come out shortened (its tail kept
+// back); keep is false when nothing of it is to be sent yet. before are
+// the kept-back tails to publish first: the call's own before its
+// tool_result, every call's before a turn_done. The thread calls it for
+// one event at a time, in order.
+func (g *Gate) Stream(env wire.Envelope) (before []wire.Envelope, out wire.Envelope, keep bool) {
 	switch env.Type {
 	case wire.TypeToolOutput:
-		out, keep = t.holdOutput(env)
+		out, keep = g.holdOutput(env)
 		return nil, out, keep
 	case wire.TypeToolResult:
 		var res wire.ToolResult
 		if env.Decode(&res) == nil {
-			before = t.flushHeld(func(id string) bool { return id == res.CallID })
+			before = g.flushHeld(func(id string) bool { return id == res.CallID })
 		}
 	case wire.TypeTurnDone:
-		before = t.flushHeld(func(string) bool { return true })
+		before = g.flushHeld(func(string) bool { return true })
 	}
-	return before, t.redact(env), true
+	return before, g.redact(env), true
+}
+
+// redact masks secrets in tool output.
+func (g *Gate) redact(env wire.Envelope) wire.Envelope {
+	r := g.Policy().Redactor()
+	switch env.Type {
+	case wire.TypeToolOutput:
+		var o wire.ToolOutput
+		if env.Decode(&o) == nil {
+			if red := r.Redact(o.Output); red != o.Output {
+				o.Output = red
+				env.Data = wire.MustNew(env.Type, "", "", o).Data
+			}
+		}
+	case wire.TypeToolResult:
+		var o wire.ToolResult
+		if env.Decode(&o) == nil {
+			out, errText := r.Redact(o.Output), r.Redact(o.Error)
+			if out != o.Output || errText != o.Error {
+				o.Output, o.Error = out, errText
+				env.Data = wire.MustNew(env.Type, "", "", o).Data
+			}
+		}
+	}
+	return env
 }
 
 // holdOutput masks a tool_output chunk with the call's kept-back tail in
 // front, and keeps back the new tail.
-func (t *thread) holdOutput(env wire.Envelope) (wire.Envelope, bool) {
+func (g *Gate) holdOutput(env wire.Envelope) (wire.Envelope, bool) {
 	var o wire.ToolOutput
 	if env.Decode(&o) != nil {
-		return t.redact(env), true
+		return g.redact(env), true
 	}
-	r := t.policy().Redactor()
-	h := &t.gate.held
+	r := g.Policy().Redactor()
+	h := &g.held
 	h.mu.Lock()
 	s := h.calls[o.CallID].text + o.Output
 	i := r.HoldFrom(s)
@@ -92,10 +118,10 @@ func (t *thread) holdOutput(env wire.Envelope) (wire.Envelope, bool) {
 
 // flushHeld returns the kept-back tails of the calls chosen by match as
 // masked tool_output events.
-func (t *thread) flushHeld(match func(callID string) bool) []wire.Envelope {
-	r := t.policy().Redactor()
+func (g *Gate) flushHeld(match func(callID string) bool) []wire.Envelope {
+	r := g.Policy().Redactor()
 	var out []wire.Envelope
-	for _, tl := range t.gate.held.take(match) {
+	for _, tl := range g.held.take(match) {
 		var o wire.ToolOutput
 		if tl.env.Decode(&o) != nil {
 			continue
@@ -117,10 +143,10 @@ type heldRecord struct {
 }
 
 // HeldSnapshot encodes the output tails kept back, which the agent cursor
-// covers but the log does not hold yet; nil when none (agentlink.Thread:
-// stored with the cursor).
-func (t *thread) HeldSnapshot() json.RawMessage {
-	h := &t.gate.held
+// covers but the log does not hold yet; nil when none. The thread stores
+// it with the cursor (agentlink.Thread).
+func (g *Gate) HeldSnapshot() json.RawMessage {
+	h := &g.held
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if len(h.calls) == 0 {
@@ -140,14 +166,15 @@ func (t *thread) HeldSnapshot() json.RawMessage {
 	return data
 }
 
-// RestoreHeld takes back the output tails of a stored cursor
-// (agentlink.Thread); it runs before the link starts.
-func (t *thread) RestoreHeld(data json.RawMessage) {
+// RestoreHeld takes back the output tails of a HeldSnapshot (from a stored
+// cursor); data that does not decode is ignored. The thread calls it
+// before its agent link starts.
+func (g *Gate) RestoreHeld(data json.RawMessage) {
 	var held []heldRecord
 	if json.Unmarshal(data, &held) != nil {
 		return
 	}
-	h := &t.gate.held
+	h := &g.held
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.calls == nil {
