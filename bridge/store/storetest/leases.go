@@ -18,12 +18,7 @@ import (
 // next holder in with the next epoch, and the lease goes with its thread.
 func testLeases(t *testing.T, cfg Config) {
 	ctx := context.Background()
-	o := cfg.New(t)
-	a := open(t, o, store.Options{})
-	b := a
-	if cfg.Shared {
-		b = open(t, o, store.Options{})
-	}
+	a, b := twoStores(t, cfg)
 	const long = time.Minute
 	la, err := a.AcquireLease(ctx, "t1", "bridge-a", long)
 	if err != nil || la.Holder != "bridge-a" || la.Thread != "t1" || la.Epoch == 0 || time.Until(la.Expires) < long/2 {
@@ -151,12 +146,7 @@ func testLeaseRace(t *testing.T, cfg Config) {
 // their thread or DeleteApproval.
 func testApprovals(t *testing.T, cfg Config) {
 	ctx := context.Background()
-	o := cfg.New(t)
-	a := open(t, o, store.Options{})
-	b := a
-	if cfg.Shared {
-		b = open(t, o, store.Options{})
-	}
+	a, b := twoStores(t, cfg)
 	base := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	mk := func(id string, at int, threads ...string) store.Approval {
 		return store.Approval{ID: id, Threads: threads, Holder: "bridge-a", Created: base.Add(time.Duration(at) * time.Second),
@@ -238,4 +228,15 @@ func approvalIDs(as []store.Approval) string {
 		out = append(out, a.ID)
 	}
 	return fmt.Sprint(out)
+}
+
+// twoStores opens two stores on one new place when the backend is shared
+// (two bridges), else returns one store twice.
+func twoStores(t *testing.T, cfg Config) (a, b store.Backend) {
+	o := cfg.New(t)
+	a = open(t, o, store.Options{})
+	if !cfg.Shared {
+		return a, a
+	}
+	return a, open(t, o, store.Options{})
 }
