@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+
+	"github.com/boxwire/boxwire/agent/tool"
 )
 
 type deleteTool struct{ ws workspace }
@@ -35,37 +37,37 @@ type deleteArgs struct {
 // Run deletes the path. It does not block beyond the filesystem calls.
 func (d *deleteTool) Run(_ context.Context, call Call) Result {
 	var args deleteArgs
-	if err := decodeArgs(call.Args, &args); err != nil {
-		return failed("%v", err)
+	if err := tool.DecodeArgs(call.Args, &args); err != nil {
+		return tool.Failed("%v", err)
 	}
 	ws := d.ws.forCall(call.Args)
 	if args.Path == nil {
-		return missing("path")
+		return tool.Missing("path")
 	}
 	real, err := ws.resolveLink(*args.Path)
 	if err != nil {
-		return failed("%v", err)
+		return tool.Failed("%v", err)
 	}
 	name := ws.display(real)
 	if ws.isRoot(real) {
-		return failed("refused: %s is the workspace itself", ws.root)
+		return tool.Failed("refused: %s is the workspace itself", ws.root)
 	}
 	st, err := os.Lstat(real)
 	switch {
 	case os.IsNotExist(err):
-		return failed("%s does not exist", name)
+		return tool.Failed("%s does not exist", name)
 	case err != nil:
-		return failed("stat %s: %v", name, err)
+		return tool.Failed("stat %s: %v", name, err)
 	case st.IsDir() && !args.Recursive:
-		return failed("%s is a directory; pass recursive=true to delete it and its contents", name)
+		return tool.Failed("%s is a directory; pass recursive=true to delete it and its contents", name)
 	case st.IsDir():
 		if err := os.RemoveAll(real); err != nil {
-			return failed("delete %s: %v", name, err)
+			return tool.Failed("delete %s: %v", name, err)
 		}
 		return Result{Output: fmt.Sprintf("deleted directory %s and its contents", name)}
 	}
 	if err := os.Remove(real); err != nil {
-		return failed("delete %s: %v", name, err)
+		return tool.Failed("delete %s: %v", name, err)
 	}
 	return Result{Output: fmt.Sprintf("deleted %s", name)}
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"strings"
+
+	"github.com/boxwire/boxwire/agent/tool"
 )
 
 // Limits of edit_file's messages.
@@ -50,50 +52,50 @@ type editArgs struct {
 // Run edits the file atomically. It does not block beyond the file I/O.
 func (e *editFile) Run(_ context.Context, call Call) Result {
 	var args editArgs
-	if err := decodeArgs(call.Args, &args); err != nil {
-		return failed("%v", err)
+	if err := tool.DecodeArgs(call.Args, &args); err != nil {
+		return tool.Failed("%v", err)
 	}
 	ws := e.ws.forCall(call.Args)
 	switch {
 	case args.Path == nil:
-		return missing("path")
+		return tool.Missing("path")
 	case args.Old == nil:
-		return missing("old")
+		return tool.Missing("old")
 	case args.New == nil:
-		return missing("new")
+		return tool.Missing("new")
 	case *args.Old == "":
-		return failed("old is empty; to create or overwrite a whole file use write_file")
+		return tool.Failed("old is empty; to create or overwrite a whole file use write_file")
 	case *args.Old == *args.New:
-		return failed("old and new are the same; nothing to change")
+		return tool.Failed("old and new are the same; nothing to change")
 	}
 	real, err := ws.resolve(*args.Path)
 	if err != nil {
-		return failed("%v", err)
+		return tool.Failed("%v", err)
 	}
 	name := ws.display(real)
 	f, err := openRegular(real, name)
 	if err != nil {
-		return failed("%v", err)
+		return tool.Failed("%v", err)
 	}
 	st, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return failed("stat %s: %v", name, err)
+		return tool.Failed("stat %s: %v", name, err)
 	}
 	data, err := readAll(f)
 	f.Close()
 	if err != nil {
-		return failed("read %s: %v", name, err)
+		return tool.Failed("read %s: %v", name, err)
 	}
 	if bytes.IndexByte(data[:min(len(data), binarySniff)], 0) >= 0 {
-		return failed("refused: %s looks like a binary file", name)
+		return tool.Failed("refused: %s looks like a binary file", name)
 	}
 	out, n, msg := Replace(string(data), *args.Old, *args.New, args.ReplaceAll)
 	if msg != "" {
-		return failed("%s: %s", name, msg)
+		return tool.Failed("%s: %s", name, msg)
 	}
 	if err := writeAtomic(real, []byte(out), st.Mode().Perm()); err != nil {
-		return failed("write %s: %v", name, err)
+		return tool.Failed("write %s: %v", name, err)
 	}
 	first := strings.Index(out, *args.New)
 	if i := strings.Index(string(data), *args.Old); i >= 0 {
@@ -181,7 +183,7 @@ func notFound(content, old string) string {
 		return "old was not found, and no line resembles its first line; read the file again"
 	}
 	return fmt.Sprintf("old was not found; the line most like its first line is line %d: %q", bestLine,
-		oneLine(strings.TrimRight(best, "\r"), 200))
+		tool.OneLine(strings.TrimRight(best, "\r"), 200))
 }
 
 // trimLines drops trailing blanks and carriage returns from every line
@@ -233,7 +235,7 @@ func snippet(content string, at, n int) string {
 // oneLineKeep shortens a very long line for a snippet.
 func oneLineKeep(s string) string {
 	if len(s) > maxLineBytes {
-		return string(trimPartialRune([]byte(s[:maxLineBytes]))) + " ..."
+		return string(tool.TrimPartialRune([]byte(s[:maxLineBytes]))) + " ..."
 	}
 	return s
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/bmatcuk/doublestar/v4"
+	"github.com/boxwire/boxwire/agent/tool"
 )
 
 // maxGlobResults caps one glob's matches.
@@ -50,11 +51,11 @@ type globArgs struct {
 // Run walks the workspace. It stops when ctx ends.
 func (g *glob) Run(ctx context.Context, call Call) Result {
 	var args globArgs
-	if err := decodeArgs(call.Args, &args); err != nil {
-		return failed("%v", err)
+	if err := tool.DecodeArgs(call.Args, &args); err != nil {
+		return tool.Failed("%v", err)
 	}
 	if args.Pattern == nil || *args.Pattern == "" {
-		return missing("pattern")
+		return tool.Missing("pattern")
 	}
 	ws := g.ws.forCall(call.Args)
 	dir := "."
@@ -63,17 +64,17 @@ func (g *glob) Run(ctx context.Context, call Call) Result {
 	}
 	root, err := ws.resolve(dir)
 	if err != nil {
-		return failed("%v", err)
+		return tool.Failed("%v", err)
 	}
 	if st, err := os.Stat(root); err != nil || !st.IsDir() {
-		return failed("%s is not a directory", ws.display(root))
+		return tool.Failed("%s is not a directory", ws.display(root))
 	}
 	if !filepath.IsAbs(dir) {
 		dir = filepath.Join(ws.root, dir)
 	}
 	m, err := newMatcher(*args.Pattern, root, filepath.Clean(dir))
 	if err != nil {
-		return failed("%v", err)
+		return tool.Failed("%v", err)
 	}
 	var found []string
 	total := 0
@@ -103,7 +104,7 @@ func (g *glob) Run(ctx context.Context, call Call) Result {
 		return nil
 	})
 	if err != nil {
-		return failed("glob interrupted: %v", err)
+		return tool.Failed("glob interrupted: %v", err)
 	}
 	if total == 0 {
 		return Result{Output: fmt.Sprintf("no paths match %s", *args.Pattern)}

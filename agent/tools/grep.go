@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+
+	"github.com/boxwire/boxwire/agent/tool"
 )
 
 // grep limits.
@@ -94,12 +96,12 @@ type searcher func(ctx context.Context, q *grepQuery, fn func(file string, lines
 // Run searches. It stops when ctx ends.
 func (g *grep) Run(ctx context.Context, call Call) Result {
 	var args grepArgs
-	if err := decodeArgs(call.Args, &args); err != nil {
-		return failed("%v", err)
+	if err := tool.DecodeArgs(call.Args, &args); err != nil {
+		return tool.Failed("%v", err)
 	}
 	q, max, err := g.query(g.ws.forCall(call.Args), args)
 	if err != nil {
-		return failed("%v", err)
+		return tool.Failed("%v", err)
 	}
 	if args.Mode == "" {
 		args.Mode = grepFiles
@@ -222,7 +224,7 @@ func collect(ctx context.Context, search searcher, q *grepQuery, mode string, ma
 		return true
 	})
 	if err != nil {
-		return failed("grep: %v", err)
+		return tool.Failed("grep: %v", err)
 	}
 	if len(out) == 0 {
 		return Result{Output: fmt.Sprintf("no matches for %q", q.pattern)}
@@ -240,7 +242,7 @@ func collect(ctx context.Context, search searcher, q *grepQuery, mode string, ma
 // oneLineKeepN cuts s to n bytes on a character boundary.
 func oneLineKeepN(s string, n int) string {
 	if len(s) > n {
-		return string(trimPartialRune([]byte(s[:n]))) + " ..."
+		return string(tool.TrimPartialRune([]byte(s[:n]))) + " ..."
 	}
 	return s
 }

@@ -2,37 +2,29 @@ package tools_test
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
+	"github.com/boxwire/boxwire/agent/tool/tooltest"
 	"github.com/boxwire/boxwire/agent/tools"
-	"github.com/boxwire/boxwire/bridge/testutil"
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // callLimit bounds every tool call a test makes.
-const callLimit = 20 * time.Second
+const callLimit = tooltest.CallLimit
 
 // newSet returns tools working in a fresh workspace, and its path.
 func newSet(t *testing.T, cfg tools.Config) (*tools.Set, string) {
 	t.Helper()
-	ws, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	ws, home := tooltest.Workspace(t)
 	cfg.Workspace = ws
 	if cfg.OutputDir == "" {
 		cfg.OutputDir = t.TempDir()
 	}
-	// Commands run as login shells: give them a HOME of their own, so the
-	// host's profile (whatever it runs) cannot change or stall the tests.
-	// A test's own HOME in cfg.Env comes later and wins.
-	cfg.Env = append([]string{"HOME=" + t.TempDir()}, cfg.Env...)
+	cfg.Env = append([]string{home}, cfg.Env...) // a test's own HOME comes later and wins
 	set := tools.New(cfg)
 	t.Cleanup(func() { _ = set.Close() })
 	return set, ws
@@ -47,19 +39,11 @@ func call(t *testing.T, set *tools.Set, name string, args any) tools.Result {
 
 func callWith(t *testing.T, ctx context.Context, set *tools.Set, c tools.Call, name string, args any) tools.Result {
 	t.Helper()
-	tool, ok := set.Lookup(name)
+	named, ok := set.Lookup(name)
 	if !ok {
 		t.Fatalf("no tool %q", name)
 	}
-	raw, isRaw := args.(json.RawMessage)
-	if !isRaw {
-		var err error
-		if raw, err = json.Marshal(args); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c.Args = raw
-	return testutil.Within(t, name, callLimit, func() tools.Result { return tool.Run(ctx, c) })
+	return tooltest.Run(t, ctx, named, c, args)
 }
 
 func writeFile(t *testing.T, path, content string, mode os.FileMode) {

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/boxwire/boxwire/agent/tool"
 )
 
 // maxLsEntries caps one listing.
@@ -43,8 +45,8 @@ type lsArgs struct {
 // Run lists the directory. It does not block beyond the directory reads.
 func (l *ls) Run(_ context.Context, call Call) Result {
 	var args lsArgs
-	if err := decodeArgs(call.Args, &args); err != nil {
-		return failed("%v", err)
+	if err := tool.DecodeArgs(call.Args, &args); err != nil {
+		return tool.Failed("%v", err)
 	}
 	ws := l.ws.forCall(call.Args)
 	path := "."
@@ -53,21 +55,21 @@ func (l *ls) Run(_ context.Context, call Call) Result {
 	}
 	real, err := ws.resolveRead(path)
 	if err != nil {
-		return failed("%v", err)
+		return tool.Failed("%v", err)
 	}
 	name := ws.display(real)
 	st, err := os.Stat(real)
 	switch {
 	case err != nil && os.IsNotExist(err):
-		return failed("%s does not exist", name)
+		return tool.Failed("%s does not exist", name)
 	case err != nil:
-		return failed("stat %s: %v", name, err)
+		return tool.Failed("stat %s: %v", name, err)
 	case !st.IsDir():
 		return Result{Output: entryLine(real, filepath.Base(real), st)}
 	}
 	entries, err := os.ReadDir(real) // sorted by name
 	if err != nil {
-		return failed("read directory %s: %v", name, err)
+		return tool.Failed("read directory %s: %v", name, err)
 	}
 	if len(entries) == 0 {
 		return Result{Output: fmt.Sprintf("(%s is an empty directory)", name)}

@@ -11,6 +11,8 @@ import (
 	"io/fs"
 	"os"
 	"strings"
+
+	"github.com/boxwire/boxwire/agent/tool"
 )
 
 const (
@@ -58,45 +60,45 @@ type readFileArgs struct {
 // Run reads one page of the file. It does not block beyond the file reads.
 func (r *readFile) Run(_ context.Context, call Call) Result {
 	var args readFileArgs
-	if err := decodeArgs(call.Args, &args); err != nil {
-		return failed("%v", err)
+	if err := tool.DecodeArgs(call.Args, &args); err != nil {
+		return tool.Failed("%v", err)
 	}
 	ws := r.ws.forCall(call.Args)
 	if args.Path == nil {
-		return missing("path")
+		return tool.Missing("path")
 	}
 	offset, limit := 0, defaultReadLimit
 	if args.Offset != nil {
 		if offset = *args.Offset; offset < 0 {
-			return failed("offset must be 0 or more, got %d", offset)
+			return tool.Failed("offset must be 0 or more, got %d", offset)
 		}
 	}
 	if args.Limit != nil {
 		if limit = *args.Limit; limit <= 0 {
-			return failed("limit must be 1 or more, got %d", limit)
+			return tool.Failed("limit must be 1 or more, got %d", limit)
 		}
 	}
 	real, err := ws.resolveRead(*args.Path)
 	if err != nil {
-		return failed("%v", err)
+		return tool.Failed("%v", err)
 	}
 	name := ws.display(real)
 	f, err := openRegular(real, name)
 	if err != nil {
-		return failed("%v", err)
+		return tool.Failed("%v", err)
 	}
 	defer f.Close()
 
 	br := bufio.NewReaderSize(f, 64<<10)
 	sniff, err := br.Peek(binarySniff)
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, bufio.ErrBufferFull) {
-		return failed("read %s: %v", name, err)
+		return tool.Failed("read %s: %v", name, err)
 	}
 	if len(sniff) == 0 {
 		return Result{Output: fmt.Sprintf("(%s is empty)", name)}
 	}
 	if bytes.IndexByte(sniff, 0) >= 0 {
-		return failed("refused: %s looks like a binary file (NUL bytes in its first 8 KiB); inspect it with execute (file, xxd, head -c)", name)
+		return tool.Failed("refused: %s looks like a binary file (NUL bytes in its first 8 KiB); inspect it with execute (file, xxd, head -c)", name)
 	}
 	return r.page(br, name, offset, limit)
 }
@@ -137,7 +139,7 @@ func (r *readFile) page(br *bufio.Reader, name string, offset, limit int) Result
 	for {
 		line, dropped, more, err := readLine(br)
 		if err != nil {
-			return failed("read %s: %v", name, err)
+			return tool.Failed("read %s: %v", name, err)
 		}
 		if !more {
 			break
@@ -152,7 +154,7 @@ func (r *readFile) page(br *bufio.Reader, name string, offset, limit int) Result
 			continue
 		}
 		if b.Len()+len(entry) > r.limit { // a first line too long for a page
-			entry = entry[:len(trimPartialRune([]byte(entry[:r.limit])))]
+			entry = entry[:len(tool.TrimPartialRune([]byte(entry[:r.limit])))]
 			entry += fmt.Sprintf("\n[line %d goes on past this page's %d bytes; see it with execute, e.g. cut -c or fold]\n", total, r.limit)
 		}
 		b.WriteString(entry)
@@ -162,7 +164,7 @@ func (r *readFile) page(br *bufio.Reader, name string, offset, limit int) Result
 		return Result{Output: fmt.Sprintf("(%s is empty)", name)}
 	}
 	if offset >= total {
-		return failed("offset %d is past the end of %s, which has %d lines", offset, name, total)
+		return tool.Failed("offset %d is past the end of %s, which has %d lines", offset, name, total)
 	}
 	if last < total {
 		fmt.Fprintf(&b, "\n[%s: lines %d-%d of %d; to read on, call read_file with offset=%d]", name, offset+1, last, total, last)
@@ -182,7 +184,7 @@ func formatLine(n int, line string, dropped int) string {
 	for part := 1; len(line) > 0; part++ {
 		k := min(maxLineBytes, len(line))
 		if k < len(line) {
-			k = len(trimPartialRune([]byte(line[:k])))
+			k = len(tool.TrimPartialRune([]byte(line[:k])))
 			if k == 0 {
 				k = min(maxLineBytes, len(line))
 			}
@@ -225,7 +227,7 @@ func readLine(br *bufio.Reader) (line string, dropped int, more bool, err error)
 	}
 	s := strings.TrimSuffix(string(buf), "\r")
 	if dropped > 0 {
-		s = string(trimPartialRune([]byte(s)))
+		s = string(tool.TrimPartialRune([]byte(s)))
 	}
 	return s, dropped, true, nil
 }

@@ -114,3 +114,17 @@ func TestReadFileSpecialContent(t *testing.T) {
 		t.Errorf("no continuation note in %q", res.Output[len(res.Output)-100:])
 	}
 }
+
+// read_file pages through a command's full output, though it is outside
+// the workspace: the Set gives read_file the command tools' output folder.
+func TestReadFilePagesCommandOutput(t *testing.T) {
+	set, _ := newSet(t, tools.Config{OutputLimit: 1000})
+	res := call(t, set, "execute", map[string]any{"command": "seq 1 2000"})
+	if !res.Truncated || res.OutputPath == "" {
+		t.Fatalf("result = %+v", res)
+	}
+	page := call(t, set, "read_file", map[string]any{"path": res.OutputPath, "offset": 1990})
+	if page.Err != "" || !strings.HasPrefix(page.Output, "1991\t1991\n") || !strings.Contains(page.Output, "of 2000, end of file") {
+		t.Errorf("read_file of the output file: %+v", page)
+	}
+}

@@ -6,20 +6,22 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/boxwire/boxwire/agent/execute"
 )
 
 // Defaults used when a Config field is zero.
 const (
-	DefaultWorkspace   = "/workspace"
-	DefaultExecTimeout = 120 * time.Second
+	DefaultWorkspace   = execute.DefaultWorkspace
+	DefaultExecTimeout = execute.DefaultExecTimeout
 	// DefaultMaxExecTimeout is the largest timeout argument execute takes
 	// when Config.MaxExecTimeout is zero.
-	DefaultMaxExecTimeout = 10 * time.Minute
-	DefaultOutputLimit    = 30 << 10
-	DefaultOutputDir      = "/tmp/boxwire/output"
-	DefaultOutputDirLimit = 64 << 20
-	DefaultInputIdle      = 3 * time.Second
-	DefaultKillGrace      = 500 * time.Millisecond
+	DefaultMaxExecTimeout = execute.DefaultMaxExecTimeout
+	DefaultOutputLimit    = execute.DefaultOutputLimit
+	DefaultOutputDir      = execute.DefaultOutputDir
+	DefaultOutputDirLimit = execute.DefaultOutputDirLimit
+	DefaultInputIdle      = execute.DefaultInputIdle
+	DefaultKillGrace      = execute.DefaultKillGrace
 )
 
 // DefaultSandboxRoots is Config.SandboxRoots's default: the sandbox's /tmp.
@@ -76,27 +78,11 @@ func (c Config) withDefaults() Config {
 	if c.Workspace == "" {
 		c.Workspace = DefaultWorkspace
 	}
-	if c.ExecTimeout <= 0 {
-		c.ExecTimeout = DefaultExecTimeout
-	}
-	if c.MaxExecTimeout <= 0 {
-		c.MaxExecTimeout = DefaultMaxExecTimeout
-	}
-	c.ExecTimeout = min(c.ExecTimeout, c.MaxExecTimeout)
 	if c.OutputLimit <= 0 {
 		c.OutputLimit = DefaultOutputLimit
 	}
 	if c.OutputDir == "" {
 		c.OutputDir = DefaultOutputDir
-	}
-	if c.OutputDirLimit <= 0 {
-		c.OutputDirLimit = DefaultOutputDirLimit
-	}
-	if c.InputIdle <= 0 {
-		c.InputIdle = DefaultInputIdle
-	}
-	if c.KillGrace <= 0 {
-		c.KillGrace = DefaultKillGrace
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -111,9 +97,9 @@ func (c Config) withDefaults() Config {
 // for concurrent use. Background jobs started through it run until they
 // end, are killed, or Close is called.
 type Set struct {
-	byName map[string]Tool
-	sorted []Tool
-	jobs   *jobManager
+	byName   map[string]Tool
+	sorted   []Tool
+	commands *execute.Runner
 }
 
 // New returns the tools configured by cfg. It starts nothing and does not
@@ -135,22 +121,20 @@ func New(cfg Config) *Set {
 			ws.extra = append(ws.extra, filepath.Clean(r))
 		}
 	}
-	env := childEnv(cfg.Env)
-	jobs := &jobManager{
-		store:  &outputStore{dir: outDir, limit: cfg.OutputDirLimit, log: cfg.Logger, inUse: map[string]bool{}},
-		limit:  cfg.OutputLimit,
-		grace:  cfg.KillGrace,
-		env:    env,
-		memory: &shellMemory{dir: filepath.Join(filepath.Dir(outDir), "shell")},
-		home:   envValue(env, "HOME"),
-		cols:   execCols,
-		rows:   execRows,
-		jobs:   map[string]*job{},
-		quit:   make(chan struct{}),
-	}
+	commands := execute.New(execute.Config{
+		Workspace:      root,
+		ExecTimeout:    cfg.ExecTimeout,
+		MaxExecTimeout: cfg.MaxExecTimeout,
+		OutputLimit:    cfg.OutputLimit,
+		OutputDir:      outDir,
+		OutputDirLimit: cfg.OutputDirLimit,
+		Env:            cfg.Env,
+		InputIdle:      cfg.InputIdle,
+		KillGrace:      cfg.KillGrace,
+		Logger:         cfg.Logger,
+	})
 	g := make(gate, MaxBlockingCalls) // gate.go
-	all := []Tool{
-		&execute{ws: ws, jobs: jobs, timeout: cfg.ExecTimeout, maxTimeout: cfg.MaxExecTimeout, inputIdle: cfg.InputIdle},
+	all := append(commands.Tools(),
 		gated{&readFile{ws: ws, limit: cfg.OutputLimit}, g},
 		gated{&writeFile{ws: ws}, g},
 		gated{&editFile{ws: ws}, g},
@@ -158,13 +142,9 @@ func New(cfg Config) *Set {
 		gated{&ls{ws: ws, limit: cfg.OutputLimit}, g},
 		gated{&glob{ws: ws, limit: cfg.OutputLimit}, g},
 		gated{&grep{ws: ws, limit: cfg.OutputLimit, noRipgrep: cfg.NoRipgrep}, g},
-		&jobOutput{jobs: jobs},
-		&jobWrite{jobs: jobs},
-		&jobKill{jobs: jobs},
-		&jobList{jobs: jobs},
-	}
+	)
 	slices.SortFunc(all, func(a, b Tool) int { return strings.Compare(a.Name(), b.Name()) })
-	s := &Set{byName: make(map[string]Tool, len(all)), sorted: all, jobs: jobs}
+	s := &Set{byName: make(map[string]Tool, len(all)), sorted: all, commands: commands}
 	for _, t := range all {
 		s.byName[t.Name()] = t
 	}
@@ -186,6 +166,6 @@ func (s *Set) All() []Tool {
 // process group and waits until they are gone; later commands are refused.
 // It blocks for about the kill grace period at most, and is idempotent.
 func (s *Set) Close() error {
-	s.jobs.Close()
+	s.commands.Close()
 	return nil
 }

@@ -8,6 +8,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/boxwire/boxwire/agent/tool"
 )
 
 type writeFile struct {
@@ -41,37 +43,37 @@ type writeFileArgs struct {
 // Run writes the file. It does not block beyond the file writes.
 func (w *writeFile) Run(_ context.Context, call Call) Result {
 	var args writeFileArgs
-	if err := decodeArgs(call.Args, &args); err != nil {
-		return failed("%v", err)
+	if err := tool.DecodeArgs(call.Args, &args); err != nil {
+		return tool.Failed("%v", err)
 	}
 	ws := w.ws.forCall(call.Args)
 	if args.Path == nil {
-		return missing("path")
+		return tool.Missing("path")
 	}
 	if args.Content == nil {
-		return missing("content")
+		return tool.Missing("content")
 	}
 	real, err := ws.resolve(*args.Path)
 	if err != nil {
-		return failed("%v", err)
+		return tool.Failed("%v", err)
 	}
 	name := ws.display(real)
 	mode, existed := fs.FileMode(0o644), false
 	switch st, err := os.Stat(real); {
 	case err == nil && st.IsDir():
-		return failed("%s is a directory", name)
+		return tool.Failed("%s is a directory", name)
 	case err == nil && !st.Mode().IsRegular():
-		return failed("%s is not a regular file", name)
+		return tool.Failed("%s is not a regular file", name)
 	case err == nil:
 		mode, existed = st.Mode().Perm(), true
 	case !errors.Is(err, fs.ErrNotExist):
-		return failed("stat %s: %v", name, err)
+		return tool.Failed("stat %s: %v", name, err)
 	}
 	if err := os.MkdirAll(filepath.Dir(real), 0o755); err != nil {
-		return failed("create parent directories of %s: %v", name, err)
+		return tool.Failed("create parent directories of %s: %v", name, err)
 	}
 	if err := writeAtomic(real, []byte(*args.Content), mode); err != nil {
-		return failed("write %s: %v", name, err)
+		return tool.Failed("write %s: %v", name, err)
 	}
 	verb := "created"
 	if existed {

@@ -1,4 +1,4 @@
-package tools_test
+package execute_test
 
 import (
 	"fmt"
@@ -8,7 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/boxwire/boxwire/agent/tools"
+	"github.com/boxwire/boxwire/agent/execute"
+	"github.com/boxwire/boxwire/agent/tool"
 	"github.com/boxwire/boxwire/bridge/testutil"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
@@ -16,7 +17,7 @@ import (
 func TestExecuteEnvironment(t *testing.T) {
 	t.Setenv("OPENAI_API_KEY", "sk-secret")
 	t.Setenv("BOXWIRE_TOKEN", "tok-secret")
-	set, _ := newSet(t, tools.Config{Env: []string{"HTTP_PROXY=http://127.0.0.1:3128", "PAGER=less"}})
+	set, _ := newRunner(t, execute.Config{Env: []string{"HTTP_PROXY=http://127.0.0.1:3128", "PAGER=less"}})
 	tests := []struct{ name, command, want string }{
 		{"secrets are not inherited", `echo "[$OPENAI_API_KEY][$BOXWIRE_TOKEN]"`, "[][]\n"},
 		{"extra env", `echo "$HTTP_PROXY"`, "http://127.0.0.1:3128\n"},
@@ -37,7 +38,7 @@ func TestExecuteEnvironment(t *testing.T) {
 }
 
 func TestExecuteTimeoutAboveMaximum(t *testing.T) {
-	set, _ := newSet(t, tools.Config{MaxExecTimeout: time.Minute})
+	set, _ := newRunner(t, execute.Config{MaxExecTimeout: time.Minute})
 	res := call(t, set, "execute", map[string]any{"command": "true", "timeout": 61})
 	if !strings.Contains(res.Err, "above the maximum of 60s") {
 		t.Errorf("Err = %q", res.Err)
@@ -47,7 +48,7 @@ func TestExecuteTimeoutAboveMaximum(t *testing.T) {
 // TestAwaitingInput runs a command that reads from its terminal: it comes
 // back as awaiting_input, then takes its answer through job_write.
 func TestAwaitingInput(t *testing.T) {
-	set, _ := newSet(t, tools.Config{InputIdle: 300 * time.Millisecond})
+	set, _ := newRunner(t, execute.Config{InputIdle: 300 * time.Millisecond})
 	began := time.Now()
 	res := call(t, set, "execute", map[string]any{
 		"command": `echo starting; read -p "Name: " name </dev/tty; echo "hello $name"`,
@@ -75,9 +76,9 @@ func TestAwaitingInput(t *testing.T) {
 }
 
 // awaitJobEnd polls job_output until the job has ended.
-func awaitJobEnd(t *testing.T, set *tools.Set, id string) tools.Result {
+func awaitJobEnd(t *testing.T, set *execute.Runner, id string) tool.Result {
 	t.Helper()
-	return testutil.Poll(t, "job "+id+" ending", callLimit, func() (tools.Result, error) {
+	return testutil.Poll(t, "job "+id+" ending", callLimit, func() (tool.Result, error) {
 		res := call(t, set, "job_output", map[string]any{"id": id, "since": 0})
 		if res.ExitCode == nil {
 			return res, fmt.Errorf("job_output %+v", res)
@@ -87,7 +88,7 @@ func awaitJobEnd(t *testing.T, set *tools.Set, id string) tools.Result {
 }
 
 func TestBackgroundJob(t *testing.T) {
-	set, ws := newSet(t, tools.Config{})
+	set, ws := newRunner(t, execute.Config{})
 	res := call(t, set, "execute", map[string]any{
 		"command":    `echo $$ > job.pid; for i in 1 2 3; do echo line$i; done; sleep 1000`,
 		"background": true,
@@ -97,7 +98,7 @@ func TestBackgroundJob(t *testing.T) {
 	}
 	id := res.JobID
 	deadline := time.Now().Add(callLimit)
-	var out tools.Result
+	var out tool.Result
 	for {
 		out = call(t, set, "job_output", map[string]any{"id": id})
 		if strings.Contains(out.Output, "line3") || time.Now().After(deadline) {
@@ -135,7 +136,8 @@ func TestBackgroundJob(t *testing.T) {
 // running once the tools are closed (agent shutdown).
 func TestCloseKillsJobs(t *testing.T) {
 	ws := t.TempDir()
-	set := tools.New(tools.Config{Workspace: ws, OutputDir: t.TempDir(), Env: []string{"HOME=" + t.TempDir()}})
+	set := execute.New(execute.Config{Workspace: ws, OutputDir: t.TempDir(), Env: []string{"HOME=" + t.TempDir()}})
+	defer set.Close()
 	res := call(t, set, "execute", map[string]any{
 		"command":    `(trap '' HUP TERM; sleep 1000) & echo $! > child.pid; sleep 1000`,
 		"background": true,
@@ -147,9 +149,7 @@ func TestCloseKillsJobs(t *testing.T) {
 		b, err := os.ReadFile(filepath.Join(ws, "child.pid"))
 		return err == nil && strings.HasSuffix(string(b), "\n")
 	})
-	if err := set.Close(); err != nil {
-		t.Fatal(err)
-	}
+	set.Close()
 	waitDead(t, readPid(t, filepath.Join(ws, "child.pid")))
 	if r := call(t, set, "execute", map[string]any{"command": "true"}); !strings.Contains(r.Err, "shutting down") {
 		t.Errorf("execute after Close: %+v", r)
@@ -160,7 +160,7 @@ func TestCloseKillsJobs(t *testing.T) {
 // output directory: the oldest files go.
 func TestOutputDirBounded(t *testing.T) {
 	dir := t.TempDir()
-	set, _ := newSet(t, tools.Config{OutputLimit: 100, OutputDir: dir, OutputDirLimit: 50000})
+	set, _ := newRunner(t, execute.Config{OutputLimit: 100, OutputDir: dir, OutputDirLimit: 50000})
 	var paths []string
 	for range 5 {
 		res := call(t, set, "execute", map[string]any{"command": "seq 1 5000"}) // 23893 bytes
@@ -191,14 +191,14 @@ func TestOutputDirBounded(t *testing.T) {
 // shows a piece of a line as if it were a line.
 func TestJobOutputPagesWholeLines(t *testing.T) {
 	// 999: no page boundary of the plain byte count falls between lines.
-	set, _ := newSet(t, tools.Config{OutputLimit: 999})
+	set, _ := newRunner(t, execute.Config{OutputLimit: 999})
 	res := call(t, set, "execute", map[string]any{"command": "seq 1 3000", "background": true})
 	if res.JobID == "" {
 		t.Fatalf("result = %+v", res)
 	}
 	awaitJobEnd(t, set, res.JobID)
 	full := seqLines(3000)
-	checkPage := func(out tools.Result) (from, to int) {
+	checkPage := func(out tool.Result) (from, to int) {
 		t.Helper()
 		text, trailer, ok := strings.Cut(out.Output, "[job ")
 		var total, next int

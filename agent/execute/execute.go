@@ -1,13 +1,15 @@
-package tools
+package execute
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/boxwire/boxwire/agent/tool"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -22,17 +24,18 @@ const (
 // input.
 const pollInterval = 200 * time.Millisecond
 
-type execute struct {
-	ws         workspace
+// executeTool is the execute tool.
+type executeTool struct {
+	workspace  string // absolute
 	jobs       *jobManager
 	timeout    time.Duration
 	maxTimeout time.Duration
 	inputIdle  time.Duration
 }
 
-func (*execute) Name() string { return "execute" }
+func (*executeTool) Name() string { return "execute" }
 
-func (e *execute) Description() string {
+func (e *executeTool) Description() string {
 	return fmt.Sprintf("Run a shell command with bash -lc in the workspace (%s) on a terminal and return its "+
 		"combined stdout and stderr and its exit code. Stdin is empty: pass flags such as -y. The command and "+
 		"everything it started are killed when it times out (default %ds, at most %ds). If it stops and waits "+
@@ -43,10 +46,10 @@ func (e *execute) Description() string {
 		"variables a command leaves carry over to the next command (the result's cwd says where it is); pass "+
 		"fresh=true for a command that starts in the workspace with the default environment and changes nothing "+
 		"for later ones.",
-		e.ws.root, int(e.timeout.Seconds()), int(e.maxTimeout.Seconds()))
+		e.workspace, int(e.timeout.Seconds()), int(e.maxTimeout.Seconds()))
 }
 
-func (*execute) Parameters() json.RawMessage {
+func (*executeTool) Parameters() json.RawMessage {
 	return json.RawMessage(`{
   "type": "object",
   "properties": {
@@ -71,28 +74,28 @@ type executeArgs struct {
 // passed or ctx ended (the command is then killed), or it waits for input
 // (it then goes on as a background job); with background=true it returns
 // once the command started.
-func (e *execute) Run(ctx context.Context, call Call) Result {
+func (e *executeTool) Run(ctx context.Context, call tool.Call) tool.Result {
 	var args executeArgs
-	if err := decodeArgs(call.Args, &args); err != nil {
-		return failed("%v", err)
+	if err := tool.DecodeArgs(call.Args, &args); err != nil {
+		return tool.Failed("%v", err)
 	}
 	if args.Command == nil || strings.TrimSpace(*args.Command) == "" {
-		return missing("command")
+		return tool.Missing("command")
 	}
 	timeout := e.timeout
 	if args.Timeout != nil {
 		if *args.Timeout <= 0 {
-			return failed("timeout must be a positive number of seconds, got %d", *args.Timeout)
+			return tool.Failed("timeout must be a positive number of seconds, got %d", *args.Timeout)
 		}
 		timeout = time.Duration(*args.Timeout) * time.Second
 		if timeout > e.maxTimeout {
-			return failed("timeout %ds is above the maximum of %ds; use background=true for long-running commands",
+			return tool.Failed("timeout %ds is above the maximum of %ds; use background=true for long-running commands",
 				*args.Timeout, int(e.maxTimeout.Seconds()))
 		}
 	}
-	dir, err := e.ws.resolve(".")
+	dir, err := filepath.EvalSymlinks(e.workspace)
 	if err != nil {
-		return failed("%v", err)
+		return tool.Failed("workspace %s: %v", e.workspace, err)
 	}
 	stream := call.Output
 	if args.Background {
@@ -103,16 +106,16 @@ func (e *execute) Run(ctx context.Context, call Call) Result {
 	if !args.Fresh {
 		// A background job starts where the shell is but does not move it.
 		if script, sc, err = e.jobs.memory.prepare(thread, *args.Command, !args.Background); err != nil {
-			return failed("%v", err)
+			return tool.Failed("%v", err)
 		}
 	}
 	j, err := e.jobs.start(*args.Command, script, sc, dir, stream)
 	if err != nil {
-		return failed("start command: %v", err)
+		return tool.Failed("start command: %v", err)
 	}
 	if args.Background {
 		j.detach()
-		return e.withCwd(Result{Status: wire.StatusBackground, JobID: j.id,
+		return e.withCwd(tool.Result{Status: wire.StatusBackground, JobID: j.id,
 			Output: fmt.Sprintf("started background job %s; follow it with job_output(id=%q), stop it with job_kill", j.id, j.id)},
 			sc, thread, dir)
 	}
@@ -128,7 +131,7 @@ func (e *execute) Run(ctx context.Context, call Call) Result {
 
 // withCwd sets res.Cwd, when the call ran in the remembered shell (sc not
 // nil) and it is not set yet, to where the thread's next command starts.
-func (e *execute) withCwd(res Result, sc *shellCall, thread, workspace string) Result {
+func (e *executeTool) withCwd(res tool.Result, sc *shellCall, thread, workspace string) tool.Result {
 	if sc == nil || res.Cwd != "" {
 		return res
 	}
@@ -140,7 +143,7 @@ func (e *execute) withCwd(res Result, sc *shellCall, thread, workspace string) R
 
 // wait follows a foreground job until it ends, times out, is interrupted
 // or waits for input.
-func (e *execute) wait(ctx context.Context, j *job, timeout time.Duration) Result {
+func (e *executeTool) wait(ctx context.Context, j *job, timeout time.Duration) tool.Result {
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	tick := time.NewTicker(pollInterval)
@@ -169,13 +172,13 @@ func (e *execute) wait(ctx context.Context, j *job, timeout time.Duration) Resul
 }
 
 // result describes an ended job.
-func (j *job) result() Result {
+func (j *job) result() tool.Result {
 	<-j.done
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	text, truncated := j.capture.text(j.keptPath)
 	code := j.code
-	res := Result{
+	res := tool.Result{
 		Output:     text,
 		ExitCode:   &code,
 		Status:     wire.StatusExited,
@@ -196,7 +199,7 @@ func (j *job) result() Result {
 }
 
 // snapshot describes a job that is still running, with its output so far.
-func (j *job) snapshot(status, note string) Result {
+func (j *job) snapshot(status, note string) tool.Result {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.clean.FlushLine()
@@ -205,7 +208,7 @@ func (j *job) snapshot(status, note string) Result {
 		path = j.file.path
 	}
 	text, truncated := j.capture.text(path)
-	res := Result{
+	res := tool.Result{
 		Output:     text,
 		Status:     status,
 		JobID:      j.id,

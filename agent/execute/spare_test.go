@@ -1,4 +1,4 @@
-package tools_test
+package execute_test
 
 import (
 	"fmt"
@@ -11,7 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/boxwire/boxwire/agent/tools"
+	"github.com/boxwire/boxwire/agent/execute"
+	"github.com/boxwire/boxwire/agent/tool"
 	"github.com/boxwire/boxwire/bridge/testutil"
 )
 
@@ -20,11 +21,11 @@ import (
 // command's changes.
 func TestSpareShellRunsTheNextCommand(t *testing.T) {
 	home := t.TempDir()
-	set, _ := newSet(t, tools.Config{Env: []string{"HOME=" + home}})
+	set, _ := newRunner(t, execute.Config{Env: []string{"HOME=" + home}})
 
 	res := call(t, set, "execute", map[string]any{"command": `echo 'export BW_MARK=from-profile' >> ~/.profile`})
 	mustExit(t, res, 0)
-	pid := tools.SparePID(set, callLimit)
+	pid := execute.SparePID(set, callLimit)
 	if pid == 0 {
 		t.Fatal("no spare shell after a command ended")
 	}
@@ -37,9 +38,9 @@ func TestSpareShellRunsTheNextCommand(t *testing.T) {
 }
 
 func TestSpareShellThatDiedIsReplaced(t *testing.T) {
-	set, _ := newSet(t, tools.Config{})
+	set, _ := newRunner(t, execute.Config{})
 	mustExit(t, call(t, set, "execute", map[string]any{"command": "true"}), 0)
-	pid := tools.SparePID(set, callLimit)
+	pid := execute.SparePID(set, callLimit)
 	if pid == 0 {
 		t.Fatal("no spare shell")
 	}
@@ -57,7 +58,7 @@ func TestSpareShellThatDiedIsReplaced(t *testing.T) {
 	}
 }
 
-func mustExit(t *testing.T, res tools.Result, code int) {
+func mustExit(t *testing.T, res tool.Result, code int) {
 	t.Helper()
 	if res.ExitCode == nil || *res.ExitCode != code {
 		t.Fatalf("result %+v: want exit %d", res, code)
@@ -69,9 +70,9 @@ func mustExit(t *testing.T, res tools.Result, code int) {
 // profile, and the third must see the edit.
 func TestStaleSpareIsNotUsed(t *testing.T) {
 	home := t.TempDir()
-	set, _ := newSet(t, tools.Config{Env: []string{"HOME=" + home}})
+	set, _ := newRunner(t, execute.Config{Env: []string{"HOME=" + home}})
 	mustExit(t, call(t, set, "execute", map[string]any{"command": "true"}), 0)
-	if tools.SparePID(set, callLimit) == 0 {
+	if execute.SparePID(set, callLimit) == 0 {
 		t.Fatal("no spare shell")
 	}
 	time.Sleep(200 * time.Millisecond) // the second spare

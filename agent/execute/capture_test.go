@@ -1,11 +1,11 @@
-package tools_test
+package execute_test
 
 import (
 	"fmt"
 	"strings"
 	"testing"
 
-	"github.com/boxwire/boxwire/agent/tools"
+	"github.com/boxwire/boxwire/agent/execute"
 )
 
 // seqLines is lines "1\n" .. "n\n".
@@ -33,7 +33,7 @@ func TestCaptureCutsAtLineBoundaries(t *testing.T) {
 	for _, limit := range []int{100, 101, 333, 1000, 4096} {
 		for _, chunk := range []int{1, 7, 4096, len(full)} {
 			t.Run(fmt.Sprintf("limit %d chunk %d", limit, chunk), func(t *testing.T) {
-				text, cut, lines := tools.Capture(limit, "/out/x.log", chunked(full, chunk)...)
+				text, cut, lines := execute.Capture(limit, "/out/x.log", chunked(full, chunk)...)
 				if !cut || lines != 5000 {
 					t.Fatalf("cut = %v, lines = %d; want true, 5000", cut, lines)
 				}
@@ -87,7 +87,7 @@ func TestCaptureEdges(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, _, _ := tools.Capture(tt.limit, "", tt.chunks...)
+			got, _, _ := execute.Capture(tt.limit, "", tt.chunks...)
 			if got != tt.want {
 				t.Errorf("got  %q\nwant %q", got, tt.want)
 			}

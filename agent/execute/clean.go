@@ -1,4 +1,4 @@
-package tools
+package execute
 
 import "io"
 

@@ -1,4 +1,4 @@
-package tools_test
+package execute_test
 
 import (
 	"context"
@@ -8,22 +8,23 @@ import (
 	"testing"
 	"time"
 
-	"github.com/boxwire/boxwire/agent/tools"
+	"github.com/boxwire/boxwire/agent/execute"
+	"github.com/boxwire/boxwire/agent/tool"
 	"github.com/boxwire/boxwire/bridge/testutil"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
 // sh runs command in execute with extra arguments and wants it to exit.
-func sh(t *testing.T, ctx context.Context, set *tools.Set, command string, extra map[string]any) tools.Result {
+func sh(t *testing.T, ctx context.Context, set *execute.Runner, command string, extra map[string]any) tool.Result {
 	t.Helper()
 	args := map[string]any{"command": command}
 	for k, v := range extra {
 		args[k] = v
 	}
-	return callWith(t, ctx, set, tools.Call{ID: "c1"}, "execute", args)
+	return callWith(t, ctx, set, tool.Call{ID: "c1"}, "execute", args)
 }
 
-func wantOutput(t *testing.T, res tools.Result, output, cwd string) {
+func wantOutput(t *testing.T, res tool.Result, output, cwd string) {
 	t.Helper()
 	if res.Output != output || res.Cwd != cwd {
 		t.Fatalf("output %q, cwd %q; want %q in %q (result %+v)", res.Output, res.Cwd, output, cwd, res)
@@ -33,7 +34,7 @@ func wantOutput(t *testing.T, res tools.Result, output, cwd string) {
 // The directory and the exported variables carry from one call to the next;
 // a fresh call neither sees nor changes them.
 func TestShellRemembers(t *testing.T) {
-	set, ws := newSet(t, tools.Config{})
+	set, ws := newRunner(t, execute.Config{})
 	ctx := context.Background()
 	other := t.TempDir()
 
@@ -81,7 +82,7 @@ func TestShellRemembers(t *testing.T) {
 
 // A command that timed out or was interrupted leaves the state as it was.
 func TestShellStateSurvivesKilledCommands(t *testing.T) {
-	set, _ := newSet(t, tools.Config{})
+	set, _ := newRunner(t, execute.Config{})
 	ctx := context.Background()
 	mustExit(t, sh(t, ctx, set, "cd /tmp && export X=1", nil), 0)
 
@@ -97,9 +98,9 @@ func TestShellStateSurvivesKilledCommands(t *testing.T) {
 		<-started
 		cancel()
 	}()
-	tool, _ := set.Lookup("execute")
-	res = testutil.Within(t, "interrupted execute", callLimit, func() tools.Result {
-		return tool.Run(ictx, tools.Call{Args: []byte(`{"command":"cd / && export X=3 && echo go && sleep 30"}`),
+	exec := lookup(t, set, "execute")
+	res = testutil.Within(t, "interrupted execute", callLimit, func() tool.Result {
+		return exec.Run(ictx, tool.Call{Args: []byte(`{"command":"cd / && export X=3 && echo go && sleep 30"}`),
 			Output: func([]byte) {
 				select {
 				case <-started:
@@ -130,10 +131,10 @@ func TestShellStateSurvivesKilledCommands(t *testing.T) {
 // still reads the login profile as it is now.
 func TestShellStateThroughSpareShell(t *testing.T) {
 	home := t.TempDir()
-	set, _ := newSet(t, tools.Config{Env: []string{"HOME=" + home}})
+	set, _ := newRunner(t, execute.Config{Env: []string{"HOME=" + home}})
 	ctx := context.Background()
 	mustExit(t, sh(t, ctx, set, "cd /tmp && export X=1 && echo 'export BW_PROFILE=yes' >> ~/.profile", nil), 0)
-	pid := tools.SparePID(set, callLimit)
+	pid := execute.SparePID(set, callLimit)
 	if pid == 0 {
 		t.Fatal("no spare shell after a command ended")
 	}
@@ -141,7 +142,7 @@ func TestShellStateThroughSpareShell(t *testing.T) {
 	// command sees the edit (a stale spare is not used).
 	res := sh(t, ctx, set, `echo "$(pwd) $X $BW_PROFILE"`, nil)
 	wantOutput(t, res, "/tmp 1 yes\n", "/tmp")
-	pid = tools.SparePID(set, callLimit)
+	pid = execute.SparePID(set, callLimit)
 	res = sh(t, ctx, set, `echo "$$ $(pwd) $X"`, nil)
 	wantOutput(t, res, strconv.Itoa(pid)+" /tmp 1\n", "/tmp")
 }
@@ -149,9 +150,9 @@ func TestShellStateThroughSpareShell(t *testing.T) {
 // Each thread has its own shell; a command waiting for input is still
 // detected in the remembered shell.
 func TestShellStatePerThread(t *testing.T) {
-	set, ws := newSet(t, tools.Config{InputIdle: 500 * time.Millisecond})
-	a := tools.WithThread(context.Background(), "t_a")
-	b := tools.WithThread(context.Background(), "t_b")
+	set, ws := newRunner(t, execute.Config{InputIdle: 500 * time.Millisecond})
+	a := execute.WithThread(context.Background(), "t_a")
+	b := execute.WithThread(context.Background(), "t_b")
 	mustExit(t, sh(t, a, set, "cd /tmp && export X=a", nil), 0)
 	wantOutput(t, sh(t, b, set, `pwd; echo "[$X]"`, nil), ws+"\n[]\n", ws)
 	mustExit(t, sh(t, b, set, "export X=b", nil), 0)
@@ -162,7 +163,7 @@ func TestShellStatePerThread(t *testing.T) {
 	if res.Status != wire.StatusAwaitingInput || res.Cwd != "/tmp" {
 		t.Fatalf("result %+v: want awaiting_input, the shell still in /tmp", res)
 	}
-	if res := callWith(t, context.Background(), set, tools.Call{}, "job_kill", map[string]any{"id": res.JobID}); res.Err != "" {
+	if res := callWith(t, context.Background(), set, tool.Call{}, "job_kill", map[string]any{"id": res.JobID}); res.Err != "" {
 		t.Fatalf("job_kill: %+v", res)
 	}
 }

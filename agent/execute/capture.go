@@ -1,10 +1,12 @@
-package tools
+package execute
 
 import (
 	"bytes"
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/boxwire/boxwire/agent/tool"
 )
 
 // capture keeps the head and the tail of a text stream in bounded memory,
@@ -72,7 +74,7 @@ func (c *capture) text(full string) (string, bool) {
 	if i := bytes.LastIndexByte(head, '\n'); i >= 0 {
 		head = head[:i+1]
 	} else {
-		head, midLine = trimPartialRune(head), true
+		head, midLine = tool.TrimPartialRune(head), true
 	}
 	if prev != '\n' {
 		if i := bytes.IndexByte(tail, '\n'); i >= 0 {
@@ -109,17 +111,4 @@ func plural(n int64, one, many string) string {
 		return one
 	}
 	return many
-}
-
-// trimPartialRune drops an incomplete UTF-8 character from the end of b.
-func trimPartialRune(b []byte) []byte {
-	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax; i-- {
-		if utf8.RuneStart(b[i]) {
-			if !utf8.FullRune(b[i:]) {
-				return b[:i]
-			}
-			return b
-		}
-	}
-	return b
 }

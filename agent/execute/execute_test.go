@@ -1,4 +1,4 @@
-package tools_test
+package execute_test
 
 import (
 	"context"
@@ -11,12 +11,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/boxwire/boxwire/agent/tools"
+	"github.com/boxwire/boxwire/agent/execute"
+	"github.com/boxwire/boxwire/agent/tool"
 	"github.com/boxwire/boxwire/bridge/testutil"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
-func exitCode(t *testing.T, res tools.Result) int {
+func exitCode(t *testing.T, res tool.Result) int {
 	t.Helper()
 	if res.ExitCode == nil {
 		t.Fatalf("no exit code in %+v", res)
@@ -25,7 +26,7 @@ func exitCode(t *testing.T, res tools.Result) int {
 }
 
 func TestExecute(t *testing.T) {
-	set, ws := newSet(t, tools.Config{})
+	set, ws := newRunner(t, execute.Config{})
 	tests := []struct {
 		name, command string
 		code          int
@@ -77,7 +78,7 @@ func (s *stream) write(p []byte) {
 }
 
 func TestExecuteStreams(t *testing.T) {
-	set, ws := newSet(t, tools.Config{})
+	set, ws := newRunner(t, execute.Config{})
 	// The command prints b only once the test has been streamed a chunk:
 	// a result that came only at the end would never come.
 	s := stream{onFirst: func() {
@@ -85,7 +86,7 @@ func TestExecuteStreams(t *testing.T) {
 			t.Error(err)
 		}
 	}}
-	res := callWith(t, context.Background(), set, tools.Call{Output: s.write}, "execute",
+	res := callWith(t, context.Background(), set, tool.Call{Output: s.write}, "execute",
 		map[string]any{"command": "echo a; until [ -e streamed ]; do sleep 0.01; done; echo b"})
 	if res.Output != "a\nb\n" {
 		t.Fatalf("Output = %q", res.Output)
@@ -101,7 +102,7 @@ func TestExecuteStreams(t *testing.T) {
 }
 
 func TestExecuteTimeoutKillsGroup(t *testing.T) {
-	set, ws := newSet(t, tools.Config{ExecTimeout: 2 * time.Second})
+	set, ws := newRunner(t, execute.Config{ExecTimeout: 2 * time.Second})
 	began := time.Now()
 	res := call(t, set, "execute", map[string]any{
 		"command": "sleep 1000 & echo $! > child.pid; wait",
@@ -122,7 +123,7 @@ func TestExecuteTimeoutKillsGroup(t *testing.T) {
 }
 
 func TestExecuteInterrupted(t *testing.T) {
-	set, ws := newSet(t, tools.Config{})
+	set, ws := newRunner(t, execute.Config{})
 	ctx, cancel := context.WithCancel(context.Background())
 	var s stream
 	go func() {
@@ -138,7 +139,7 @@ func TestExecuteInterrupted(t *testing.T) {
 		}
 		cancel()
 	}()
-	res := callWith(t, ctx, set, tools.Call{Output: s.write}, "execute",
+	res := callWith(t, ctx, set, tool.Call{Output: s.write}, "execute",
 		map[string]any{"command": "sleep 1000 & echo $! > child.pid; echo started; wait"})
 	if !strings.HasPrefix(res.Err, "interrupted") {
 		t.Errorf("Err = %q", res.Err)
@@ -150,7 +151,7 @@ func TestExecuteInterrupted(t *testing.T) {
 }
 
 func TestExecuteBackgroundChildDoesNotHang(t *testing.T) {
-	set, ws := newSet(t, tools.Config{})
+	set, ws := newRunner(t, execute.Config{})
 	began := time.Now()
 	// The child ignores the SIGHUP that bash's exit sends; bash waits until
 	// it does so.
@@ -167,7 +168,7 @@ func TestExecuteBackgroundChildDoesNotHang(t *testing.T) {
 }
 
 func TestExecuteTruncates(t *testing.T) {
-	set, _ := newSet(t, tools.Config{OutputLimit: 1000})
+	set, _ := newRunner(t, execute.Config{OutputLimit: 1000})
 	res := call(t, set, "execute", map[string]any{"command": "seq 1 2000"})
 	if exitCode(t, res) != 0 || !res.Truncated {
 		t.Fatalf("result = %+v", res)
@@ -181,11 +182,6 @@ func TestExecuteTruncates(t *testing.T) {
 	}
 	if res.OutputPath == "" || readFile(t, res.OutputPath) != full.String() {
 		t.Errorf("OutputPath %q does not hold the full output", res.OutputPath)
-	}
-	// read_file pages through it, though it is outside the workspace.
-	page := call(t, set, "read_file", map[string]any{"path": res.OutputPath, "offset": 1990})
-	if page.Err != "" || !strings.HasPrefix(page.Output, "1991\t1991\n") || !strings.Contains(page.Output, "of 2000, end of file") {
-		t.Errorf("read_file of the output file: %+v", page)
 	}
 	head, tail, ok := strings.Cut(res.Output, "\n... [")
 	if !ok {

@@ -1,4 +1,4 @@
-package tools
+package execute
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/boxwire/boxwire/agent/tool"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -41,27 +42,27 @@ type jobArgs struct {
 }
 
 // Run reads the job's output. It does not block beyond file reads.
-func (t *jobOutput) Run(_ context.Context, call Call) Result {
+func (t *jobOutput) Run(_ context.Context, call tool.Call) tool.Result {
 	var args jobArgs
-	if err := decodeArgs(call.Args, &args); err != nil {
-		return failed("%v", err)
+	if err := tool.DecodeArgs(call.Args, &args); err != nil {
+		return tool.Failed("%v", err)
 	}
 	if args.ID == nil {
-		return missing("id")
+		return tool.Missing("id")
 	}
 	j, err := t.jobs.lookup(*args.ID)
 	if err != nil {
-		return failed("%v", err)
+		return tool.Failed("%v", err)
 	}
 	if args.Since != nil && *args.Since < 0 {
-		return failed("since must be 0 or more, got %d", *args.Since)
+		return tool.Failed("since must be 0 or more, got %d", *args.Since)
 	}
 	return j.output(args.Since)
 }
 
 // output returns up to the job's limit of cleaned output from since (nil:
 // the tail), with the job's state.
-func (j *job) output(since *int64) Result {
+func (j *job) output(since *int64) tool.Result {
 	j.mu.Lock()
 	j.clean.FlushLine()
 	total, lines, path := j.capture.total, j.capture.totalLines(), ""
@@ -83,9 +84,9 @@ func (j *job) output(since *int64) Result {
 	if !ok && since == nil {
 		text, from, n = tail, max(total-int64(len(tail)), 0), int64(len(tail))
 	} else if !ok {
-		return failed("the output from byte %d is no longer kept; call job_output without since for the latest", from)
+		return tool.Failed("the output from byte %d is no longer kept; call job_output without since for the latest", from)
 	}
-	res := Result{Output: text, JobID: j.id, TotalBytes: total, TotalLines: lines, OutputPath: path,
+	res := tool.Result{Output: text, JobID: j.id, TotalBytes: total, TotalLines: lines, OutputPath: path,
 		Truncated: from > 0 || from+n < total}
 	state, code := j.state()
 	res.Status, res.ExitCode = state, code
@@ -122,7 +123,7 @@ func readLines(path string, off, n, total int64, alignStart bool) (string, int64
 			b = b[:i+1]
 		}
 	}
-	b = trimPartialRune(b)
+	b = tool.TrimPartialRune(b)
 	n = int64(len(b))
 	return strings.ToValidUTF8(string(b), "\uFFFD"), off, n, true
 }
@@ -195,29 +196,29 @@ const writeSettle = 500 * time.Millisecond
 
 // Run writes the input and returns the output that followed. It blocks for
 // writeSettle, or less if the job ends or ctx ends.
-func (t *jobWrite) Run(ctx context.Context, call Call) Result {
+func (t *jobWrite) Run(ctx context.Context, call tool.Call) tool.Result {
 	var args jobArgs
-	if err := decodeArgs(call.Args, &args); err != nil {
-		return failed("%v", err)
+	if err := tool.DecodeArgs(call.Args, &args); err != nil {
+		return tool.Failed("%v", err)
 	}
 	if args.ID == nil {
-		return missing("id")
+		return tool.Missing("id")
 	}
 	if args.Input == nil {
-		return missing("input")
+		return tool.Missing("input")
 	}
 	j, err := t.jobs.lookup(*args.ID)
 	if err != nil {
-		return failed("%v", err)
+		return tool.Failed("%v", err)
 	}
 	if j.hasEnded() {
-		return failed("job %s has ended; nothing reads its input", j.id)
+		return tool.Failed("job %s has ended; nothing reads its input", j.id)
 	}
 	j.mu.Lock()
 	before := j.capture.total
 	j.mu.Unlock()
 	if _, err := j.proc.Write([]byte(*args.Input)); err != nil {
-		return failed("write to job %s: %v", j.id, err)
+		return tool.Failed("write to job %s: %v", j.id, err)
 	}
 	select {
 	case <-time.After(writeSettle):
@@ -246,17 +247,17 @@ func (*jobKill) Parameters() json.RawMessage {
 }
 
 // Run kills the job; it blocks until the job's processes are gone.
-func (t *jobKill) Run(_ context.Context, call Call) Result {
+func (t *jobKill) Run(_ context.Context, call tool.Call) tool.Result {
 	var args jobArgs
-	if err := decodeArgs(call.Args, &args); err != nil {
-		return failed("%v", err)
+	if err := tool.DecodeArgs(call.Args, &args); err != nil {
+		return tool.Failed("%v", err)
 	}
 	if args.ID == nil {
-		return missing("id")
+		return tool.Missing("id")
 	}
 	j, err := t.jobs.lookup(*args.ID)
 	if err != nil {
-		return failed("%v", err)
+		return tool.Failed("%v", err)
 	}
 	already := j.hasEnded()
 	j.kill("killed")
@@ -282,10 +283,10 @@ func (*jobList) Parameters() json.RawMessage {
 }
 
 // Run lists the jobs. It does not block.
-func (t *jobList) Run(context.Context, Call) Result {
+func (t *jobList) Run(context.Context, tool.Call) tool.Result {
 	all := t.jobs.list()
 	if len(all) == 0 {
-		return Result{Output: "no background jobs"}
+		return tool.Result{Output: "no background jobs"}
 	}
 	var b strings.Builder
 	for _, j := range all {
@@ -296,16 +297,7 @@ func (t *jobList) Run(context.Context, Call) Result {
 			end = time.Now()
 		}
 		fmt.Fprintf(&b, "%s\t%s\t%s\t%d bytes\t%s\n", j.id, j.describeState(),
-			end.Sub(j.started).Round(time.Second), total, oneLine(j.command, 120))
+			end.Sub(j.started).Round(time.Second), total, tool.OneLine(j.command, 120))
 	}
-	return Result{Output: strings.TrimSuffix(b.String(), "\n")}
-}
-
-// oneLine shows s on one line of at most n bytes.
-func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > n {
-		s = string(trimPartialRune([]byte(s[:n]))) + "…"
-	}
-	return s
+	return tool.Result{Output: strings.TrimSuffix(b.String(), "\n")}
 }
