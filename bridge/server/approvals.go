@@ -69,7 +69,7 @@ func (t *thread) approvalRequest(c *client, env wire.Envelope) bool {
 		c.enqueue(*a.Refused)
 	default:
 		t.log.Info("approval answered", "approval", a.ApprovalID, "verdict", a.Verdict, "by", c.id)
-		t.srv.record(c.ctx, "approval."+a.Verdict, t.id, a.ApprovalID, "") // users.go
+		t.srv.users.Record(c.ctx, "approval."+a.Verdict, t.id, a.ApprovalID, "")
 	}
 	return true
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/boxwire/boxwire/bridge/approval"
+	"github.com/boxwire/boxwire/bridge/users"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -17,12 +18,12 @@ import (
 // fleet's agent timeout) or ctx ends. On failure a sandbox made for this
 // thread alone is removed.
 func (s *Server) createThread(ctx context.Context, req wire.CreateThread) (*thread, error) {
-	req.Assistant = assistantFor(principalFrom(ctx), req.Assistant) // users.go
+	req.Assistant = users.AssistantFor(users.PrincipalOf(ctx), req.Assistant)
 	o, err := s.fleet.Options(req)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.checkSandboxQuota(ctx); err != nil { // users.go
+	if err := s.users.CheckSandboxQuota(ctx); err != nil {
 		return nil, err
 	}
 	pol, err := approval.ThreadPolicy(s.cfg.Policy, req.Policy) // the thread's own rules (bridge/approval)
@@ -49,11 +50,11 @@ func (s *Server) createThread(ctx context.Context, req wire.CreateThread) (*thre
 	unlockBox := s.fleet.LockBox(b.ID())
 	rec := ThreadRecord{ID: id, Box: b.ID(), Scope: b.Scope(), Assistant: b.Assistant(),
 		Image: b.Image(), Runtime: b.Runtime(), Created: time.Now().UTC(), IdleTTL: b.IdleTTL(),
-		Egress: s.fleet.Status(b).Egress, Policy: req.Policy, Owner: principalFrom(ctx).User}
+		Egress: s.fleet.Status(b).Egress, Policy: req.Policy, Owner: users.PrincipalOf(ctx).User}
 	err = s.register(ctx, t, rec)
 	unlockBox()
 	if err == nil {
-		s.record(ctx, "thread.create", id, b.Image(), "")
+		s.users.Record(ctx, "thread.create", id, b.Image(), "")
 		return t, nil
 	}
 	t.shutdown(wire.Envelope{})

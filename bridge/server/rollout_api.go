@@ -6,28 +6,15 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/boxwire/boxwire/bridge/rollout"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
 // Rollouts (docs/lifecycle.md "Rollouts"): the admin routes that show and
 // pause the move of live sandboxes to a rebuilt image, and reloading the
 // image allowlist (Run, on Config.Reload), are bridge/rollout's over the
-// server's fleet; moving one thread to another image (PATCH
+// server's fleet (Server.roll); moving one thread to another image (PATCH
 // /v1/threads/{id} "image", egress_update.go) is here. The pace and the
 // moves themselves are bridge/fleet's (rollout.go).
-
-// rollouts is the rollout API over the server's fleet.
-func (s *Server) rollouts() rollout.API {
-	return rollout.API{Fleet: s.fleet, Log: s.log, Image: s.cfg.Image, Reload: s.cfg.ReloadImages}
-}
-
-// rolloutRoutes mounts GET and POST /v1/rollout for admins.
-func (s *Server) rolloutRoutes(mux *http.ServeMux) { s.rollouts().Routes(mux, s.admin, s.audited) }
-
-// reloadImages gives the fleet the images Config.ReloadImages names now
-// (rollout.API.ReloadImages); Run calls it on every Config.Reload.
-func (s *Server) reloadImages() { s.rollouts().ReloadImages() }
 
 // moveImage moves thread id's sandbox to the allowed image (the whole
 // shared sandbox in assistant scope), keeping workspace and conversation:

@@ -60,7 +60,7 @@ func Run(ctx context.Context, cfg Config, addr string) error {
 		case err = <-errc:
 			done = true
 		case <-cfg.Reload: // main: SIGHUP; a nil channel never fires
-			srv.reloadImages() // rollout_api.go
+			srv.roll.ReloadImages() // bridge/rollout
 		}
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)

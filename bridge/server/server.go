@@ -20,8 +20,10 @@ import (
 	"github.com/boxwire/boxwire/bridge/fleet"
 	"github.com/boxwire/boxwire/bridge/llmproxy"
 	"github.com/boxwire/boxwire/bridge/policy"
+	"github.com/boxwire/boxwire/bridge/rollout"
 	"github.com/boxwire/boxwire/bridge/sandbox"
 	"github.com/boxwire/boxwire/bridge/store"
+	"github.com/boxwire/boxwire/bridge/users"
 	"github.com/boxwire/boxwire/bridge/web"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
@@ -202,10 +204,10 @@ type Server struct {
 	llmClient *http.Client
 	// web are the browser logins and the page (bridge/web).
 	web *web.Sessions
-	// authn says who each request comes from (users.go); tokens counts
-	// each user's model tokens today.
-	authn  *auth.Authenticator
-	tokens tokenDays
+	// users says who each request comes from and what they may do
+	// (bridge/users, users.go); roll is the rollout API (bridge/rollout).
+	users *users.Users
+	roll  rollout.API
 }
 
 // New checks cfg and returns a server. It starts its fleet's reaper (and
@@ -267,20 +269,25 @@ func New(cfg Config) (*Server, error) {
 		db:      db, events: db,
 		llmClient: cfg.LLM.HTTPClient,
 	}
-	// Users, keys and the audit log live in the same store file (users.go).
-	if s.authn, err = auth.New(auth.Config{AdminToken: cfg.Token, Store: db, OIDC: cfg.OIDC, Logger: cfg.Logger}); err != nil {
+	// Users, keys and the audit log live in the same store (bridge/auth);
+	// bridge/users applies them.
+	authn, err := auth.New(auth.Config{AdminToken: cfg.Token, Store: db, OIDC: cfg.OIDC, Logger: cfg.Logger})
+	if err != nil {
 		cancel()
 		return nil, errors.Join(fmt.Errorf("server: %w", err), db.Close())
 	}
-	if s.web, err = web.New(ctx, web.Config{Auth: s.authn, Store: db, AdminToken: cfg.Token, TTL: cfg.SessionTTL,
+	if s.web, err = web.New(ctx, web.Config{Auth: authn, Store: db, AdminToken: cfg.Token, TTL: cfg.SessionTTL,
 		File: web.SessionsFile(cfg.DataDir), InsecureHTTP: cfg.InsecureHTTP, Logger: cfg.Logger}); err != nil {
 		cancel()
 		return nil, errors.Join(fmt.Errorf("server: %w", err), db.Close())
 	}
+	s.users = users.New(users.Config{Authn: authn, Authenticate: s.web.Authenticate, Forbidden: web.ErrCSRF,
+		Threads: threadDirectory{s}, Limits: cfg.UserLimits})
 	if s.fleet, err = fleet.New(s.fleetConfig()); err != nil {
 		cancel()
 		return nil, errors.Join(fmt.Errorf("server: %w", err), db.Close())
 	}
+	s.roll = rollout.API{Fleet: s.fleet, Log: s.log, Image: cfg.Image, Reload: cfg.ReloadImages}
 	s.pruner.Add(1)
 	go s.prune()
 	return s, nil
@@ -301,7 +308,7 @@ func (s *Server) fleetConfig() fleet.Config {
 		MaxSandboxes: c.MaxSandboxes, IdleTTL: c.IdleTTL, MaxLifetime: c.MaxLifetime,
 		ThreadTTL: c.ThreadTTL, RecycleGrace: c.RecycleGrace, ReapInterval: c.ReapInterval,
 		Pool: c.Pool, PoolIdle: c.PoolIdle, Rollout: c.Rollout, AgentBinary: c.AgentBinary,
-		LLM: c.LLM, UsageEvents: c.UsageEvents, LLMAdmit: s.admitModelCall, LLMUsage: s.countTokens, // users.go
+		LLM: c.LLM, UsageEvents: c.UsageEvents, LLMAdmit: s.users.AdmitModelCall, LLMUsage: s.users.CountTokens, // bridge/users
 		Egress: c.Egress, EgressThreadMax: c.EgressThreadMax, Policy: c.Policy, EgressRoots: c.EgressRoots,
 		Posture: c.Posture,
 		Check:   s.egressCheck, // approvals.go
@@ -312,24 +319,24 @@ func (s *Server) fleetConfig() fleet.Config {
 // Handler returns the HTTP API: GET /v1/ws, the threads API (POST and GET
 // /v1/threads, GET and DELETE /v1/threads/{id}) and GET /healthz. Everything but /healthz needs the bearer token.
 func (s *Server) Handler() http.Handler {
-	mux := http.NewServeMux()
+	mux, u := http.NewServeMux(), s.users
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))
 	})
-	mux.Handle("GET "+wire.Path, s.auth(http.HandlerFunc(s.serveWS)))
-	// Routes naming a thread answer 404 for another user's (users.go).
-	mux.Handle("DELETE /v1/threads/{id}", s.auth(s.owned(http.HandlerFunc(s.deleteThread))))
-	mux.Handle("POST /v1/threads", s.auth(http.HandlerFunc(s.postThread)))
-	mux.Handle("GET /v1/threads", s.auth(http.HandlerFunc(s.listThreads)))
-	mux.Handle("GET /v1/threads/{id}", s.auth(s.owned(http.HandlerFunc(s.getThread))))
-	mux.Handle("PATCH /v1/threads/{id}", s.auth(s.owned(s.audited("thread.update", http.HandlerFunc(s.patchThread))))) // egress_update.go
-	mux.Handle("GET /v1/threads/{id}/events", s.auth(s.owned(s.audited("thread.export", http.HandlerFunc(s.exportEvents)))))
-	mux.Handle(wire.ThreadFilesPath, s.auth(s.owned(s.audited("", http.HandlerFunc(s.serveFiles)))))
-	s.adminRoutes(mux)   // users_api.go
-	s.rolloutRoutes(mux) // rollout_api.go
-	s.web.Routes(mux)    // browser sessions and the page at / (bridge/web)
-	mux.Handle("/", s.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("GET "+wire.Path, u.Auth(http.HandlerFunc(s.serveWS)))
+	// Routes naming a thread answer 404 for another user's (bridge/users).
+	mux.Handle("DELETE /v1/threads/{id}", u.Auth(u.Owned(http.HandlerFunc(s.deleteThread))))
+	mux.Handle("POST /v1/threads", u.Auth(http.HandlerFunc(s.postThread)))
+	mux.Handle("GET /v1/threads", u.Auth(http.HandlerFunc(s.listThreads)))
+	mux.Handle("GET /v1/threads/{id}", u.Auth(u.Owned(http.HandlerFunc(s.getThread))))
+	mux.Handle("PATCH /v1/threads/{id}", u.Auth(u.Owned(u.Audited("thread.update", http.HandlerFunc(s.patchThread))))) // egress_update.go
+	mux.Handle("GET /v1/threads/{id}/events", u.Auth(u.Owned(u.Audited("thread.export", http.HandlerFunc(s.exportEvents)))))
+	mux.Handle(wire.ThreadFilesPath, u.Auth(u.Owned(u.Audited("", http.HandlerFunc(s.serveFiles)))))
+	u.Routes(mux)                          // GET /v1/users/me, the admin API (bridge/users, bridge/auth)
+	s.roll.Routes(mux, u.Admin, u.Audited) // GET and POST /v1/rollout (bridge/rollout)
+	s.web.Routes(mux)                      // browser sessions and the page at / (bridge/web)
+	mux.Handle("/", u.Auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusNotFound, wire.CodeNotFound, "no route for "+r.Method+" "+r.URL.Path)
 	})))
 	return s.checkHost(mux) // hostcheck.go

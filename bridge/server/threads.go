@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/boxwire/boxwire/bridge/fleet"
+	"github.com/boxwire/boxwire/bridge/internal/httpjson"
 	"github.com/boxwire/boxwire/bridge/sandbox"
+	"github.com/boxwire/boxwire/bridge/users"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -98,8 +100,8 @@ func (s *Server) listThreads(w http.ResponseWriter, r *http.Request) {
 	for _, t := range threads {
 		list.Threads = append(list.Threads, s.info(r.Context(), t))
 	}
-	list.Threads = append(list.Threads, s.suspendedInfos(r.Context())...)              // suspend.go
-	list.Threads = s.ownThreads(r.Context(), list.Threads, r.URL.Query().Get("owner")) // users.go
+	list.Threads = append(list.Threads, s.suspendedInfos(r.Context())...)                // suspend.go
+	list.Threads = s.users.Filter(r.Context(), list.Threads, r.URL.Query().Get("owner")) // bridge/users
 	sort.Slice(list.Threads, func(i, j int) bool { return list.Threads[i].Created.Before(list.Threads[j].Created) })
 	writeJSON(w, http.StatusOK, list)
 }
@@ -109,12 +111,12 @@ func (s *Server) getThread(w http.ResponseWriter, r *http.Request) {
 	t := s.lookup(r.PathValue("id"))
 	if rec, ok := s.suspendedRecord(r.Context(), r.PathValue("id")); t == nil && ok { // suspend.go
 		info := s.suspendedInfo(rec)
-		info.Owner = ownerName(rec.Owner)
+		info.Owner = users.OwnerName(rec.Owner)
 		writeJSON(w, http.StatusOK, info)
 		return
 	}
 	if t == nil {
-		notFound(w, r.PathValue("id"))
+		httpjson.NotFound(w, r.PathValue("id"))
 		return
 	}
 	writeJSON(w, http.StatusOK, s.info(r.Context(), t))
@@ -137,7 +139,7 @@ func (s *Server) info(ctx context.Context, t *thread) wire.ThreadInfo {
 	return wire.ThreadInfo{
 		ID: t.id, Scope: b.Scope(), Assistant: b.Assistant(), Image: b.Image(), Runtime: b.Runtime(),
 		Status: status, SandboxID: sandboxID, Created: t.created, Expires: st.Expires, ImageID: st.ImageID,
-		IdleExpires: st.IdleExpires, Clients: n, Egress: st.Egress, Owner: s.ownerOf(ctx, t.id),
+		IdleExpires: st.IdleExpires, Clients: n, Egress: st.Egress, Owner: s.users.OwnerOf(ctx, t.id),
 		AgentVersion: st.Agent.Version, AgentHash: st.Agent.Hash,
 	}
 }
@@ -161,10 +163,10 @@ func (s *Server) deleteThread(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if t == nil {
-		notFound(w, id)
+		httpjson.NotFound(w, id)
 		return
 	}
-	s.record(r.Context(), "thread.delete", id, "", r.RemoteAddr)
+	s.users.Record(r.Context(), "thread.delete", id, "", r.RemoteAddr)
 	if err := s.removeThread(ctx, t, wire.ErrorEnvelope(id, "", wire.CodeNotFound, "thread deleted")); err != nil {
 		t.log.Error("remove thread", "err", err)
 		writeJSONError(w, http.StatusInternalServerError, wire.CodeInternal, err.Error())

@@ -58,8 +58,11 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	}
 	s.addClient(c)
 	c.log.Info("client attached", "after_seq", hello.AfterSeq)
-	s.record(cctx, "thread.attach", t.id, "", r.RemoteAddr)
-	stopRevoke := s.watchRevocation(cctx, c) // users.go: a revoked key's connection ends at once
+	s.users.Record(cctx, "thread.attach", t.id, "", r.RemoteAddr)
+	stopRevoke := s.users.Watch(cctx, func() { // a revoked key's connection ends at once
+		c.log.Info("credentials revoked: closing the connection")
+		c.kick(websocket.ClosePolicyViolation, "credentials revoked", nil)
+	})
 	greeting := helloAnswer(s.cfg.Software, t, helloEnv.ID, hello.AfterSeq)
 	done := make(chan struct{})
 	go func() {
@@ -100,7 +103,7 @@ func helloAnswer(software string, t *thread, helloID string, afterSeq uint64) gr
 // names none. Creation stops when ctx or the server ends.
 func (s *Server) threadFor(ctx context.Context, hello wire.Hello) (*thread, error) {
 	if hello.Thread != "" {
-		if _, exists := s.threadOwner(ctx, hello.Thread); exists && !s.visible(ctx, hello.Thread) {
+		if s.users.Hidden(ctx, hello.Thread) {
 			// Another user's thread is answered as one that does not exist.
 			return nil, wire.Error{Code: wire.CodeNotFound, Message: fmt.Sprintf("thread %q not found", hello.Thread)}
 		}
