@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/boxwire/boxwire/agent/files"
 	"github.com/boxwire/boxwire/agent/loop"
@@ -31,6 +32,9 @@ import (
 // at once), so a command that uses up the sandbox's pids limit cannot make
 // the runtime fail to start one.
 const threadReserve = 32
+
+// portsInterval is how often the agent looks for listening ports.
+const portsInterval = time.Second
 
 // version is set at build time: -ldflags "-X main.version=0.1.0".
 var version = "dev"
@@ -114,6 +118,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Claim:     tok.set,
 		Terminal:  terminal.Config{IdleTimeout: o.termIdle, Env: egressEnv}, // terminals get the egress proxy too
 		Files:     files.New(files.Config{Workspace: o.workspace, MaxFileBytes: o.maxFileBytes, Logger: log}),
+		// Ports: what listens in the sandbox, looked at every second (ports event).
+		PortsInterval: portsInterval,
 	})
 	ln, err := session.Listen(o.listen)
 	if err != nil {

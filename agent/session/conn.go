@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/boxwire/boxwire/agent/forward"
 	"github.com/boxwire/boxwire/bridge/wire"
 	"github.com/gorilla/websocket"
 )
@@ -77,6 +78,9 @@ type conn struct {
 	resumed bool
 
 	termQueue // terminal frames and control messages (terminal.go)
+
+	fwdq *wire.Queue[wire.Envelope] // stream frames and messages (forward.go)
+	fwd  *forward.Mux               // set by the handshake
 }
 
 func newConn(s *Server, ws *websocket.Conn, log *slog.Logger) *conn {
@@ -87,6 +91,7 @@ func newConn(s *Server, ws *websocket.Conn, log *slog.Logger) *conn {
 		done:       make(chan struct{}),
 		writerDone: make(chan struct{}),
 		termQueue:  newTermQueue(),
+		fwdq:       newFwdQueue(),
 	}
 }
 
@@ -97,6 +102,7 @@ func (c *conn) serve() {
 	c.readPump()
 	c.stop() // first: an emit waiting for room on c (holding the thread) gives up
 	c.s.detachTerminals(c)
+	c.stopForward() // forward.go
 	if c.thread != nil {
 		c.thread.detach(c)
 	}
@@ -198,6 +204,11 @@ func (c *conn) writePump() {
 		case out := <-c.term.Items():
 			if err := c.writeTerm(out); err != nil {
 				c.log.Debug("terminal write failed", "err", err)
+				return
+			}
+		case it := <-c.fwdq.Items():
+			if err := c.writeForward(it); err != nil { // forward.go
+				c.log.Debug("stream write failed", "err", err)
 				return
 			}
 		case <-ping.C:

@@ -66,6 +66,7 @@ func (c *conn) handshake() bool {
 	}
 	c.thread = c.s.thread(name)
 	c.log = c.log.With("thread", name)
+	c.startForward() // forward.go
 	c.thread.attach(c, wire.MustNew(wire.TypeHello, name, env.ID, wire.Hello{
 		Version:   wire.Version,
 		Role:      wire.RoleAgent,
@@ -76,6 +77,7 @@ func (c *conn) handshake() bool {
 		AgentHash: c.s.cfg.AgentHash,
 	}))
 	c.log.Debug("connection attached", "role", h.Role, "software", h.Software)
+	c.s.watchPorts() // forward.go
 	return true
 }
 
@@ -84,6 +86,10 @@ func (c *conn) handle(env wire.Envelope) {
 	name := c.thread.name
 	if wire.IsTerminal(env.Type) {
 		c.terminal(env)
+		return
+	}
+	if wire.IsStream(env.Type) {
+		c.forward(env) // forward.go
 		return
 	}
 	switch env.Type {

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/boxwire/boxwire/agent/forward"
 	"github.com/boxwire/boxwire/agent/loop"
 	"github.com/boxwire/boxwire/agent/terminal"
 	"github.com/boxwire/boxwire/bridge/wire"
@@ -57,6 +58,12 @@ type Config struct {
 	// sandbox's LLM proxy token (wire.TypeClaim, claim.go). It must not
 	// block. Nil refuses claims.
 	Claim func(llmToken string)
+	// Forward configures each connection's port streams (agent/forward);
+	// its Thread and Logger are set per connection.
+	Forward forward.Config
+	// PortsInterval is how often the agent looks at what listens in the
+	// sandbox, to send a ports event when it changes; 0 never looks.
+	PortsInterval time.Duration
 }
 
 // LogValue logs the config without the token.
@@ -89,6 +96,9 @@ type Server struct {
 	threads map[string]*thread
 	terms   terminalRegistry // created on first use (terminal.go)
 	checks  checks           // tool checks waiting for the bridge (approval.go)
+
+	portsOnce sync.Once   // starts watchPorts (forward.go)
+	ports     []wire.Port // what listens now, as last reported
 }
 
 // New returns a Server for cfg. It starts nothing; serve it with Run or
@@ -215,11 +225,14 @@ func (s *Server) authorized(r *http.Request) bool {
 // thread returns the named thread, creating it on first use.
 func (s *Server) thread(name string) *thread {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	t, ok := s.threads[name]
 	if !ok {
 		t = newThread(s, name)
 		s.threads[name] = t
+	}
+	s.mu.Unlock()
+	if !ok {
+		s.portsForNew(t) // without s.mu: the thread's lock comes first (forward.go)
 	}
 	return t
 }

@@ -204,6 +204,10 @@ func (c *conn) input(r io.Reader) {
 		return // before hello: ignored, the handshake will fail
 	}
 	f, err := wire.ParseFrame(data)
+	if err == nil && wire.IsStreamFrame(f.Kind) {
+		c.fwd.Frame(f) // forward.go
+		return
+	}
 	if err == nil && f.Kind != wire.FrameInput {
 		err = errors.New("only input frames travel towards the agent")
 	}

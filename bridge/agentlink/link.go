@@ -100,15 +100,19 @@ type Config struct {
 	Input    <-chan []byte
 	// LogEmpty says the thread's log is new: nothing in it runs.
 	LogEmpty bool
+	// MaxStreams bounds the thread's open port streams (streams.go);
+	// default DefaultMaxStreams.
+	MaxStreams int
 }
 
 // Link is a thread's link to its agent. It is safe for concurrent use.
 type Link struct {
-	cfg  Config
-	id   string
-	log  *slog.Logger
-	ctx  context.Context // the thread's: ends when the thread ends
-	sent inflight        // requests the agent has not answered (inflight.go)
+	cfg     Config
+	id      string
+	log     *slog.Logger
+	ctx     context.Context // the thread's: ends when the thread ends
+	sent    inflight        // requests the agent has not answered (inflight.go)
+	streams *streams        // port streams (streams.go)
 
 	mu      sync.Mutex
 	closing bool
@@ -144,7 +148,7 @@ func New(ctx context.Context, ws *websocket.Conn, cfg Config) *Link {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	l := &Link{cfg: cfg, id: cfg.ID, log: cfg.Log, ctx: ctx, cur: newConnection(ws)}
+	l := &Link{cfg: cfg, id: cfg.ID, log: cfg.Log, ctx: ctx, cur: newConnection(ws), streams: newStreams(cfg.MaxStreams)}
 	l.open.loaded = cfg.LogEmpty // turnend.go: a stored log is read when needed
 	l.loadCursor()               // resume.go
 	l.loadInflight()             // inflight.go
@@ -198,11 +202,16 @@ func (l *Link) read(c *connection) {
 		mt, r, err := ws.NextReader()
 		if err != nil {
 			c.markDead() // before telling clients, so their next request fails fast
+			l.streams.lost()
 			l.lost(c, err)
 			return
 		}
 		if mt == websocket.BinaryMessage { // terminal output
 			data, err := readFrame(r, &scratch)
+			if err == nil && len(data) > 0 && wire.IsStreamFrame(wire.FrameKind(data[0]&0x0f)) {
+				l.streamFrame(data) // streams.go: never waits
+				continue
+			}
 			if err == nil {
 				l.cfg.Thread.TerminalOutput(data)
 			}
@@ -221,6 +230,10 @@ func (l *Link) read(c *connection) {
 // replies go to the thread with the client their id names.
 func (l *Link) fromAgent(env wire.Envelope) {
 	env.Thread = l.id
+	if isStreamMessage(env) { // streams.go
+		l.streams.message(env)
+		return
+	}
 	if answersRequest(env) && l.sent.forget(env.ID) { // the agent has it (inflight.go)
 		defer l.sent.persist() // stored behind the answer's event
 	}
@@ -259,11 +272,20 @@ func (l *Link) write(c *connection) {
 	for {
 		select {
 		case env := <-l.cfg.Requests:
+			if wire.IsStream(env.Type) { // streams.go: the bridge's own
+				l.refuseStream(env)
+				continue
+			}
 			if startsWork(env.Type) {
 				l.sent.add(env, c.n) // before the agent can answer it (inflight.go)
 			}
 			if err := writeEnvelope(c.ws, env); err != nil {
 				l.log.Warn("write to agent", "err", err)
+				return
+			}
+		case it := <-l.streams.out.Items(): // streams.go
+			if err := l.writeStream(c, it); err != nil {
+				l.log.Warn("write stream traffic to agent", "err", err)
 				return
 			}
 		case data := <-l.cfg.Input:

@@ -173,6 +173,7 @@ const (
 	FrameOutput FrameKind = 1
 	// FrameInput carries keystrokes for a session, towards the agent.
 	FrameInput FrameKind = 2
+	// Kinds 3 and 4 are streams' (stream.go).
 )
 
 // Frame is one decoded binary frame. Data aliases the decoded slice.
@@ -211,7 +212,7 @@ func ParseFrame(b []byte) (Frame, error) {
 		return Frame{}, fmt.Errorf("%w: version %d, want %d", ErrBadFrame, v, FrameVersion)
 	}
 	kind := FrameKind(b[0] & 0x0f)
-	if kind != FrameOutput && kind != FrameInput {
+	if kind != FrameOutput && kind != FrameInput && !IsStreamFrame(kind) {
 		return Frame{}, fmt.Errorf("%w: unknown kind %d", ErrBadFrame, kind)
 	}
 	n := int(b[1])
@@ -222,5 +223,11 @@ func ParseFrame(b []byte) (Frame, error) {
 	if len(data) > MaxFrameData {
 		return Frame{}, fmt.Errorf("%w: %d bytes of data, more than %d", ErrBadFrame, len(data), MaxFrameData)
 	}
-	return Frame{Kind: kind, Session: string(b[2 : 2+n]), Data: data}, nil
+	f := Frame{Kind: kind, Session: string(b[2 : 2+n]), Data: data}
+	if IsStreamFrame(kind) {
+		if err := checkStreamFrame(f); err != nil {
+			return Frame{}, err
+		}
+	}
+	return f, nil
 }

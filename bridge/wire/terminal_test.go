@@ -64,7 +64,7 @@ func TestBadFrames(t *testing.T) {
 		{"one byte", []byte{0x11}},
 		{"version 2", []byte{0x21, 1, 's'}},
 		{"kind 0", []byte{0x10, 1, 's'}},
-		{"kind 3", []byte{0x13, 1, 's'}},
+		{"kind 5", []byte{0x15, 1, 's'}},
 		{"no session", []byte{0x11, 0, 'x'}},
 		{"short session", []byte{0x11, 5, 's'}},
 		{"too much data", append([]byte{0x11, 1, 's'}, make([]byte, wire.MaxFrameData+1)...)},

@@ -1,0 +1,266 @@
+package agentlink_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/boxwire/boxwire/agent/loop"
+	"github.com/boxwire/boxwire/agent/session"
+	"github.com/boxwire/boxwire/bridge/agentlink"
+	"github.com/boxwire/boxwire/bridge/fleet"
+	"github.com/boxwire/boxwire/bridge/sandbox"
+	"github.com/boxwire/boxwire/bridge/store"
+	"github.com/boxwire/boxwire/bridge/wire"
+)
+
+const waitFor = 20 * time.Second
+
+// The link's streams are tested against the real agent (agent/session):
+// what the bridge sends is what the agent takes, byte for byte.
+
+type fakeThread struct {
+	mu        sync.Mutex
+	delivered []wire.Envelope
+}
+
+func (f *fakeThread) Publish(wire.Envelope) {}
+func (f *fakeThread) Deliver(env wire.Envelope, _ string, _ bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.delivered = append(f.delivered, env)
+}
+func (f *fakeThread) TerminalOutput([]byte)                            {}
+func (f *fakeThread) AgentResumed(wire.Resumed)                        {}
+func (f *fakeThread) SandboxExited(sandbox.Sandbox) wire.SandboxExited { return wire.SandboxExited{} }
+func (f *fakeThread) HeldSnapshot() json.RawMessage                    { return nil }
+func (f *fakeThread) RestoreHeld(json.RawMessage)                      {}
+func (f *fakeThread) deliveries() []wire.Envelope {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]wire.Envelope(nil), f.delivered...)
+}
+func (fakeFleet) Linked(*fleet.Box, string, string)                   {}
+func (fakeStore) SaveCursor(string, store.Cursor)                     {}
+func (fakeStore) SaveInflight(string, []wire.Envelope)                {}
+func (fakeStore) Flush()                                              {}
+func (fakeStore) Inflight(string) ([]wire.Envelope, error)            { return nil, nil }
+func (fakeStore) Cursor(string) (store.Cursor, bool, error)           { return store.Cursor{}, false, nil }
+func (fakeStore) Events(string, uint64, int) ([]wire.Envelope, error) { return nil, nil }
+func (fakeFleet) Greet(context.Context, *fleet.Box, string) (*websocket.Conn, error) {
+	return nil, errors.New("gone")
+}
+
+type fakeFleet struct{}
+
+func (fakeFleet) LossCause(context.Context, *fleet.Box, string) (wire.SandboxExited, bool) {
+	return wire.SandboxExited{Reason: wire.ExitDied, Message: "test"}, true
+}
+func (fakeFleet) Replace(context.Context, *fleet.Box, string, wire.SandboxExited) (string, *websocket.Conn, error) {
+	return "", nil, errors.New("no replacement in this test")
+}
+
+type fakeStore struct{}
+
+// linkEnv is a link to a real agent on a unix socket.
+type linkEnv struct {
+	link   *agentlink.Link
+	thread *fakeThread
+	reqs   chan wire.Envelope
+	agent  *session.Server
+}
+
+func newLinkEnv(t *testing.T) *linkEnv {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "agent.sock")
+	ln, err := session.Listen("unix:" + sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent := session.New(session.Config{Loop: loop.Config{Model: nil}})
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- agent.Run(ctx, ln) }()
+	d := websocket.Dialer{NetDialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var nd net.Dialer
+		return nd.DialContext(ctx, "unix", sock)
+	}}
+	ws, _, err := d.Dial("ws://agent"+wire.Path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ws.WriteJSON(wire.MustNew(wire.TypeHello, "", "h", wire.Hello{Version: wire.Version, Role: wire.RoleBridge, Thread: "t1"})); err != nil {
+		t.Fatal(err)
+	}
+	var hello wire.Envelope
+	if err := ws.ReadJSON(&hello); err != nil || hello.Type != wire.TypeHello {
+		t.Fatalf("hello: %v %s", err, hello.Type)
+	}
+	e := &linkEnv{thread: &fakeThread{}, reqs: make(chan wire.Envelope, 8), agent: agent}
+	var group sync.WaitGroup
+	tctx, tcancel := context.WithCancel(context.Background())
+	e.link = agentlink.New(tctx, ws, agentlink.Config{
+		ID: "t1", Thread: e.thread, Fleet: fakeFleet{}, Store: fakeStore{}, Server: tctx,
+		Group: &group, Requests: e.reqs, Input: make(chan []byte), LogEmpty: true, MaxStreams: 4,
+	})
+	e.link.Start()
+	t.Cleanup(func() {
+		e.link.Stop()
+		tcancel()
+		group.Wait()
+		cancel()
+		if err := <-ran; err != nil {
+			t.Errorf("agent Run: %v", err)
+		}
+	})
+	return e
+}
+
+func listenTCP(t *testing.T, serve func(net.Conn)) int {
+	t.Helper()
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() { defer c.Close(); serve(c) })
+		}
+	})
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func dial(t *testing.T, e *linkEnv, port int) *agentlink.Stream {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	st, err := e.link.DialPort(ctx, port)
+	if err != nil {
+		t.Fatalf("DialPort %d: %v", port, err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// TestStreamRoundTrip: 4 MiB each way through the link and the agent, in
+// both directions at once, then a half-close each way.
+func TestStreamRoundTrip(t *testing.T) {
+	e := newLinkEnv(t)
+	port := listenTCP(t, func(c net.Conn) {
+		_, _ = io.Copy(c, c)
+		_ = c.(*net.TCPConn).CloseWrite()
+	})
+	st := dial(t, e, port)
+	payload := bytes.Repeat([]byte("0123456789abcdef"), 256<<10) // 4 MiB
+	errc := make(chan error, 1)
+	go func() {
+		_, err := st.Write(payload)
+		if err == nil {
+			err = st.CloseWrite()
+		}
+		errc <- err
+	}()
+	_ = st.SetReadDeadline(time.Now().Add(waitFor))
+	got, err := io.ReadAll(st)
+	if err != nil {
+		t.Fatalf("read: %v after %d bytes", err, len(got))
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, payload) {
+		t.Fatalf("echoed %d bytes, sent %d (equal: false)", len(got), len(payload))
+	}
+}
+
+// TestStreamErrors: nothing listening is port_closed; the thread's
+// stream limit is stream_limit; a slow stream stalls only itself; a
+// deadline is a timeout; a client's stream request is refused.
+func TestStreamErrors(t *testing.T) {
+	e := newLinkEnv(t)
+	free := listenTCP(t, func(c net.Conn) { _, _ = io.Copy(io.Discard, c) })
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	var we wire.Error
+	if _, err := e.link.DialPort(ctx, 1); !errors.As(err, &we) || we.Code != wire.CodePortClosed || !strings.Contains(we.Message, "nothing listens on port 1") {
+		t.Fatalf("port 1: %v", err)
+	}
+	if _, err := e.link.DialPort(ctx, 0); !errors.As(err, &we) || we.Code != wire.CodeBadMessage {
+		t.Fatalf("port 0: %v", err)
+	}
+	flood := listenTCP(t, func(c net.Conn) {
+		chunk := make([]byte, 64<<10)
+		for {
+			if _, err := c.Write(chunk); err != nil {
+				return
+			}
+		}
+	})
+	dial(t, e, flood) // nobody reads it: it stalls
+	quiet := dial(t, e, free)
+	_ = quiet.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
+	if _, err := quiet.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read past the deadline: %v", err)
+	}
+	if ne, ok := error(os.ErrDeadlineExceeded).(net.Error); !ok || !ne.Timeout() {
+		t.Fatal("a deadline error is not a net.Error timeout")
+	}
+	for range 2 { // the limit is 4: the two above and these
+		dial(t, e, free)
+	}
+	if _, err := e.link.DialPort(ctx, free); !errors.As(err, &we) || we.Code != wire.CodeStreamLimit {
+		t.Fatalf("fifth stream: %v", err)
+	}
+	ports, err := e.link.Ports(ctx) // the connection answers while slow is full
+	if err != nil {
+		t.Fatalf("ports while a stream is stalled: %v (%v)", err, ports)
+	}
+	e.reqs <- wire.MustNew(wire.TypePortOpen, "t1", "c1/x", wire.PortOpen{Stream: "mine", Port: free})
+	deadline := time.Now().Add(waitFor)
+	for {
+		ds := e.thread.deliveries()
+		if len(ds) > 0 {
+			if ds[0].Type != wire.TypeError || ds[0].ID != "x" || !strings.Contains(string(ds[0].Data), "not_allowed") {
+				t.Fatalf("a client's port_open answered %s %s", ds[0].Type, ds[0].Data)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a client's port_open was not answered")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestStreamEndsWithAgent: when the agent goes away mid-stream, the
+// stream's reader and writer get ErrAgentGone at once.
+func TestStreamEndsWithAgent(t *testing.T) {
+	e := newLinkEnv(t)
+	port := listenTCP(t, func(c net.Conn) { _, _ = io.Copy(io.Discard, c) })
+	st := dial(t, e, port)
+	_ = st.SetReadDeadline(time.Now().Add(waitFor))
+	go e.agent.Close()
+	if _, err := st.Read(make([]byte, 1)); !errors.Is(err, agentlink.ErrAgentGone) {
+		t.Fatalf("read after the agent went: %v", err)
+	}
+	if _, err := st.Write([]byte("x")); !errors.Is(err, agentlink.ErrAgentGone) {
+		t.Fatalf("write after the agent went: %v", err)
+	}
+}
