@@ -15,6 +15,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/boxwire/boxwire/bridge/boxdir"
+	"github.com/boxwire/boxwire/bridge/fleet/boxproxy"
 	"github.com/boxwire/boxwire/bridge/sandbox"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
@@ -344,10 +345,10 @@ func (f *Fleet) startBox(ctx context.Context, b *Box) (err error) {
 	if b.res.dirs, err = f.cfg.Layout.Make(b.id); err != nil {
 		return err
 	}
-	if b.res.proxy, err = f.px.serveProxy(b.res.dirs, log); err != nil { // proxy.go
+	if b.res.proxy, err = f.px.ServeLLM(b.res.dirs, log); err != nil { // boxproxy
 		return err
 	}
-	if b.res.egress, err = f.px.serveEgress(b.res.dirs, log); err != nil { // egress.go
+	if b.res.egress, err = f.px.ServeEgress(b.res.dirs, log); err != nil {
 		return err
 	}
 	spec := f.spec(b)
@@ -385,14 +386,14 @@ func (f *Fleet) labels(b *Box) map[string]string {
 
 // spec says how to run b's sandbox. It carries no key: the agent reaches
 // the model through the proxy socket, and its LLM token comes with the
-// claim (greeter.greet).
+// claim (greet.Greeter.Dial).
 func (f *Fleet) spec(b *Box) sandbox.Spec {
 	env := []string{
-		"BOXWIRE_LISTEN=unix:" + sandbox.AgentMount + "/" + agentSocket,
-		"BOXWIRE_LLM_SOCKET=" + sandbox.SocketMount + "/" + llmSocket,
+		"BOXWIRE_LISTEN=unix:" + sandbox.AgentMount + "/" + AgentSocket,
+		"BOXWIRE_LLM_SOCKET=" + sandbox.SocketMount + "/" + boxproxy.LLMSocket,
 		"OPENAI_BASE_URL=http://boxwire-llm/v1",
 	}
-	env = append(env, f.px.securityEnv()...) // egress.go
+	env = append(env, f.px.Env()...) // the egress socket and CA
 	if f.cfg.Model != "" {
 		env = append(env, "BOXWIRE_MODEL="+f.cfg.Model)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/boxwire/boxwire/bridge/egress"
+	"github.com/boxwire/boxwire/bridge/fleet/boxproxy"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -19,55 +20,12 @@ import (
 // for the same rules or none; SetEgress replaces them later. They are kept
 // in the thread's record, so an adopted or replaced sandbox keeps them.
 
-const (
-	// egressSocket is the egress proxy's socket name in a sandbox's folder.
-	egressSocket = "egress.sock"
-	// caFile is the egress CA certificate's name in each socket folder;
-	// the agent points the usual TLS trust variables at it (agent/trust).
-	caFile = "ca.pem"
-	// maxThreadEgressRules bounds the rules one thread may ask for.
-	maxThreadEgressRules = 64
-)
-
 // ThreadEgress validates rules a thread asks for and returns them in
-// canonical form, sorted and without duplicates (nil when it asks for
-// none): a rule that does not parse is a bad_message, one outside the
-// bridge's thread cap (or any, when the bridge has none) is not_allowed.
+// canonical form (see boxproxy.ThreadRules): a rule that does not parse is
+// a bad_message, one outside the bridge's thread cap (or any, when the
+// bridge has none) is not_allowed.
 func (f *Fleet) ThreadEgress(asked []string) ([]string, error) {
-	if len(asked) == 0 {
-		return nil, nil
-	}
-	if len(asked) > maxThreadEgressRules {
-		return nil, wire.Error{Code: wire.CodeBadMessage,
-			Message: fmt.Sprintf("egress: %d rules; a thread may ask for at most %d", len(asked), maxThreadEgressRules)}
-	}
-	rules, err := egress.ParseRules(asked)
-	if err != nil {
-		return nil, wire.Error{Code: wire.CodeBadMessage, Message: "egress: " + err.Error()}
-	}
-	if len(f.cfg.EgressThreadMax) == 0 {
-		return nil, wire.Error{Code: wire.CodeNotAllowed,
-			Message: "egress: this bridge does not let threads ask for egress rules (its operator sets BOXWIRE_EGRESS_THREAD_MAX)"}
-	}
-	max, _ := egress.ParseRules(f.cfg.EgressThreadMax) // checked by New
-	for _, r := range rules {
-		if !max.Covers(r) {
-			return nil, wire.Error{Code: wire.CodeNotAllowed, Message: fmt.Sprintf(
-				"egress: rule %q is outside what this bridge lets a thread ask for (%s)", r.Text, strings.Join(f.cfg.EgressThreadMax, ", "))}
-		}
-	}
-	return canonical(rules), nil
-}
-
-// canonical returns the canonical texts of rules, sorted, without
-// duplicates; nil for none.
-func canonical(rules egress.Rules) []string {
-	var out []string
-	for _, r := range rules {
-		out = append(out, r.Canonical())
-	}
-	slices.Sort(out)
-	return slices.Compact(out)
+	return boxproxy.ThreadRules(asked, f.cfg.EgressThreadMax)
 }
 
 // boxRules keeps the boxes' own egress rules (Box.egress, under the
@@ -139,7 +97,7 @@ func (br boxRules) adopt(b *Box, recs []ThreadRecord, log *slog.Logger) {
 			log.Warn("stored egress rule is outside the bridge's thread cap now; dropped", "rule", r.Text)
 		}
 	}
-	now := canonical(kept)
+	now := boxproxy.Canonical(kept)
 	br.set(b, now)
 	for i := range recs {
 		recs[i].Egress = now

@@ -13,6 +13,8 @@ import (
 
 	"github.com/boxwire/boxwire/bridge/boxdir"
 	"github.com/boxwire/boxwire/bridge/egress"
+	"github.com/boxwire/boxwire/bridge/fleet/boxproxy"
+	"github.com/boxwire/boxwire/bridge/fleet/greet"
 	"github.com/boxwire/boxwire/bridge/internal/keyed"
 	"github.com/boxwire/boxwire/bridge/llmproxy"
 	"github.com/boxwire/boxwire/bridge/policy"
@@ -155,14 +157,14 @@ type Fleet struct {
 	// sandbox while its egress rules change or it is suspended. Lock
 	// order: a thread key before a box key.
 	life keyed.Mutex
-	px   proxies // each box's LLM and egress proxies (proxy.go)
+	px   *boxproxy.Proxies // each box's LLM and egress proxies
 	// reaper and rec are the reaper (reaper.go) and Reconcile's adoption
 	// (reconcile.go), working on these boxes.
 	reaper reaper
 	rec    reconciler
-	// greeter greets agents (agent.go); rules keeps the boxes' own egress
-	// rules (egress.go).
-	greeter greeter
+	// greeter greets agents; rules keeps the boxes' own egress rules
+	// (egress.go).
+	greeter *greet.Greeter
 	rules   boxRules
 	// roll is the rollout to rebuilt images and the image allowlist
 	// (rollout.go).
@@ -195,7 +197,13 @@ func New(cfg Config) (*Fleet, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &Fleet{cfg: cfg, log: log, ctx: ctx, cancel: cancel, boxes: map[string]*Box{}}
-	f.px.f, f.reaper.f, f.rec.f, f.greeter.f, f.rules.f = f, f, f, f, f
+	f.reaper.f, f.rec.f, f.rules.f = f, f, f
+	f.px = boxproxy.New(boxproxy.Config{LLM: cfg.LLM, Token: cfg.Token, UsageEvents: cfg.UsageEvents,
+		LLMAdmit: cfg.LLMAdmit, LLMUsage: cfg.LLMUsage, Egress: cfg.Egress, EgressThreadMax: cfg.EgressThreadMax,
+		Policy: cfg.Policy, EgressRoots: cfg.EgressRoots, DataDir: cfg.DataDir, Check: cfg.Check,
+		Publish: f.publish, Rules: f.rules.of})
+	f.greeter = greet.New(greet.Config{Software: cfg.Software, Engine: cfg.Manager, Posture: cfg.Posture,
+		Token: f.px.SandboxToken, Logger: log})
 	f.roll.init(f) // rollout.go
 	f.bg.Add(1)
 	go f.reaper.reap()

@@ -11,7 +11,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/boxwire/boxwire/bridge/boxdir"
+	"github.com/boxwire/boxwire/bridge/fleet/greet"
 	"github.com/boxwire/boxwire/bridge/sandbox"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
@@ -229,7 +229,7 @@ func (p *warmPool) fillPool(key string) (err error) {
 	if b.res.dirs, err = p.f.cfg.Layout.Make(id); err != nil {
 		return err
 	}
-	if err := p.poolCA(b.res.dirs); err != nil {
+	if err := p.f.px.PlaceCA(b.res.dirs); err != nil { // the agent reads it at start
 		return err
 	}
 	spec := p.f.spec(b)
@@ -241,11 +241,11 @@ func (p *warmPool) fillPool(key string) (err error) {
 	b.res.sandboxID = sb.ID
 	// lifecycle.go: a rebuild of its image drains it (drainStale)
 	p.f.recordImage(ctx, b)
-	conn, err := p.f.greeter.wait(ctx, id, b.res, false) // no token until a thread takes it
+	conn, err := b.res.greet(ctx, p.f.greeter, id, false) // no token until a thread takes it
 	if err != nil {
 		return err
 	}
-	_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, "pooled"), time.Now().Add(writeWait))
+	_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, "pooled"), time.Now().Add(greet.WriteWait))
 	conn.Close()
 	p.f.mu.Lock()
 	defer p.f.mu.Unlock()
@@ -261,17 +261,6 @@ func (p *warmPool) fillPool(key string) (err error) {
 	return nil
 }
 
-// poolCA puts the egress CA certificate in a pooled sandbox's folder when
-// the agent is told to trust it (it reads the file at start). The
-// certificate is public; the egress proxy itself is served at claim.
-func (p *warmPool) poolCA(dirs boxdir.Dirs) error {
-	if len(p.f.px.approvalEnv()) == 0 {
-		return nil
-	}
-	_, err := p.f.px.placeCA(dirs) // egress.go
-	return err
-}
-
 // poolLabels adds the pool's labels to l: boxwire.pool, and the thread
 // once claimed (a replacement container of a claimed sandbox names it).
 func poolLabels(b *Box, l map[string]string) {
@@ -285,7 +274,7 @@ func poolLabels(b *Box, l map[string]string) {
 // matches o, bound to it (see bindPooled), or returns nil when there is
 // none (the caller creates one; the pool is asked to fill for o either
 // way). A pooled sandbox that fails to bind is removed and the next one
-// tried. It blocks for the claim's round trips, bounded by helloTimeout.
+// tried. It blocks for the claim's round trips, bounded by greet.HelloTimeout.
 func (p *warmPool) claimPooled(ctx context.Context, o Options, threadID string) (*Box, *websocket.Conn) {
 	log := p.f.log.With("thread", threadID)
 	if p.f.cfg.Pool <= 0 || o.scope != wire.ScopeThread {
@@ -348,15 +337,15 @@ func (p *warmPool) takePooled(key, threadID string, idleTTL time.Duration) *Box 
 // the greeted connection.
 func (p *warmPool) bindPooled(ctx context.Context, b *Box, threadID string) (conn *websocket.Conn, err error) {
 	log := p.f.log.With("thread", threadID)
-	if b.res.proxy, err = p.f.px.serveProxy(b.res.dirs, log); err != nil {
+	if b.res.proxy, err = p.f.px.ServeLLM(b.res.dirs, log); err != nil {
 		return nil, err
 	}
-	if b.res.egress, err = p.f.px.serveEgress(b.res.dirs, log); err != nil {
+	if b.res.egress, err = p.f.px.ServeEgress(b.res.dirs, log); err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, helloTimeout)
+	ctx, cancel := context.WithTimeout(ctx, greet.HelloTimeout)
 	defer cancel()
-	return p.f.greeter.greet(ctx, b.res, threadID, p.f.cfg.Posture.ForRuntime(b.runtime), true)
+	return b.res.dial(ctx, p.f.greeter, threadID)
 }
 
 // poolOwns reports whether the box id is a pooled sandbox of this run,

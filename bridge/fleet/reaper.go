@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/boxwire/boxwire/bridge/fleet/greet"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -25,7 +26,7 @@ func (rp *reaper) reap() {
 
 // plannedTimeout bounds waiting for a box's threads to replace the sandbox
 // the reaper stopped (recycle): past it the reaper decides again.
-const plannedTimeout = agentReadyTimeout + 3*cleanupTimeout
+const plannedTimeout = greet.ReadyTimeout + 3*cleanupTimeout
 
 // reapAction is what the reaper does with one box.
 type reapAction int

@@ -107,7 +107,7 @@ func (rc *reconciler) adopt(ctx context.Context, sb sandbox.Sandbox, now time.Ti
 	}
 	b.res = &resources{dirs: dirs, sandboxID: sb.ID, volume: "boxwire-ws-" + b.id, runtime: b.runtime}
 	log := rc.f.log.With("box", b.id)
-	if b.res.proxy, err = rc.f.px.serveProxy(dirs, log); err != nil {
+	if b.res.proxy, err = rc.f.px.ServeLLM(dirs, log); err != nil {
 		return err
 	}
 	defer func() {
@@ -115,7 +115,7 @@ func (rc *reconciler) adopt(ctx context.Context, sb sandbox.Sandbox, now time.Ti
 			b.res.proxy.Close()
 		}
 	}()
-	if b.res.egress, err = rc.f.px.serveEgress(dirs, log); err != nil {
+	if b.res.egress, err = rc.f.px.ServeEgress(dirs, log); err != nil {
 		return err
 	}
 	defer func() {

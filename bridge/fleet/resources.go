@@ -4,14 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 
 	"github.com/boxwire/boxwire/bridge/boxdir"
 	"github.com/boxwire/boxwire/bridge/egress"
 	"github.com/boxwire/boxwire/bridge/llmproxy"
 	"github.com/boxwire/boxwire/bridge/sandbox"
-	"github.com/boxwire/boxwire/bridge/wire"
 )
 
 // resources are what a box owns outside the process. remove deletes
@@ -28,24 +26,6 @@ type resources struct {
 	mu        sync.Mutex
 	sandboxID string     // guarded by mu once the resources are shared
 	agent     AgentBuild // guarded by mu: what the newest greeted agent named
-}
-
-// AgentBuild is what a sandbox's agent says of its build in its hello.
-type AgentBuild struct {
-	// Version is the part of its software name after "boxwire-agent/"
-	// (all of it for another name).
-	Version string
-	// Hash is the SHA-256 of its binary, "sha256:<hex>" (wire.Hello.AgentHash).
-	Hash string
-}
-
-// buildOf reads an agent's hello.
-func buildOf(h wire.Hello) AgentBuild {
-	v, ok := strings.CutPrefix(h.Software, "boxwire-agent/")
-	if !ok {
-		v = h.Software
-	}
-	return AgentBuild{Version: v, Hash: h.AgentHash}
 }
 
 // build is what the agent greeted last named of its build.

@@ -1,0 +1,262 @@
+package greet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/boxwire/boxwire/bridge/boxdir"
+	"github.com/boxwire/boxwire/bridge/sandbox"
+	"github.com/boxwire/boxwire/bridge/wire"
+)
+
+const (
+	// ReadyTimeout bounds waiting for a new sandbox's agent to answer
+	// (Wait).
+	ReadyTimeout = 30 * time.Second
+	// HelloTimeout bounds waiting for the agent's hello and claimed.
+	HelloTimeout = 10 * time.Second
+	// WriteWait bounds writing one frame.
+	WriteWait = 10 * time.Second
+	// AgentSocket is the agent's socket in its folder (bridge/boxdir).
+	AgentSocket = "agent.sock"
+	// agentPollInterval is the pause between attempts to reach the agent.
+	agentPollInterval = 20 * time.Millisecond
+	// inspectEvery is how many failed attempts pass between asking the
+	// engine whether the sandbox already exited.
+	inspectEvery = 25
+)
+
+// errAgentAnswer marks an agent that answered, but not with hello: trying
+// again will not help.
+var errAgentAnswer = errors.New("agent refused hello")
+
+// Inspector tells whether a sandbox still runs: the engine
+// (sandbox.Manager), asked while an agent does not answer.
+type Inspector interface {
+	Inspect(ctx context.Context, id string) (sandbox.Sandbox, error)
+}
+
+// Config configures a Greeter.
+type Config struct {
+	// Software names the bridge in its hello to agents.
+	Software string
+	// Engine is asked whether a sandbox whose agent does not answer has
+	// exited. Required.
+	Engine Inspector
+	// Posture is what each agent's hello must report, under the
+	// sandbox's runtime (PosturePolicy.ForRuntime); nil checks nothing.
+	Posture *PosturePolicy
+	// Token returns the LLM proxy token a claim hands the agent of the
+	// sandbox whose folder is named box. Required for claims.
+	Token func(box string) string
+	// Logger receives refused postures; nil discards them.
+	Logger *slog.Logger
+}
+
+// Greeter greets the agents of a fleet's sandboxes.
+type Greeter struct {
+	cfg Config
+	log *slog.Logger
+}
+
+// New returns a Greeter for cfg.
+func New(cfg Config) *Greeter {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Greeter{cfg: cfg, log: log}
+}
+
+// Target is the sandbox to greet: its host folders, its OCI runtime ("":
+// the engine's default; its posture is checked under it) and its current
+// sandbox id, read when the engine is asked (it changes when the sandbox
+// is replaced).
+type Target struct {
+	Dirs      boxdir.Dirs
+	Runtime   string
+	SandboxID func() string
+}
+
+// AgentBuild is what a sandbox's agent says of its build in its hello.
+type AgentBuild struct {
+	// Version is the part of its software name after "boxwire-agent/"
+	// (all of it for another name).
+	Version string
+	// Hash is the SHA-256 of its binary, "sha256:<hex>" (wire.Hello.AgentHash).
+	Hash string
+}
+
+// buildOf reads an agent's hello.
+func buildOf(h wire.Hello) AgentBuild {
+	v, ok := strings.CutPrefix(h.Software, "boxwire-agent/")
+	if !ok {
+		v = h.Software
+	}
+	return AgentBuild{Version: v, Hash: h.AgentHash}
+}
+
+// Wait polls the agent socket of t until the agent answers hello for
+// thread id and, when claim is set, takes its claim (see Dial), the
+// sandbox exits, ReadyTimeout passes or ctx ends. claim false greets
+// without handing over the LLM token (a pooled sandbox no thread has
+// taken yet).
+func (g *Greeter) Wait(ctx context.Context, t Target, id string, claim bool) (*websocket.Conn, AgentBuild, error) {
+	ctx, cancel := context.WithTimeout(ctx, ReadyTimeout)
+	defer cancel()
+	for attempt := 1; ; attempt++ {
+		conn, build, err := g.Dial(ctx, t, id, claim)
+		if err == nil {
+			return conn, build, nil
+		}
+		// A non-socket under the agent socket's name was planted there (a
+		// link to a host socket, say): waiting will not mend it.
+		if errors.Is(err, errAgentAnswer) || errors.Is(err, boxdir.ErrNotSocket) {
+			return nil, AgentBuild{}, err
+		}
+		if attempt%inspectEvery == 0 {
+			sb, ierr := g.cfg.Engine.Inspect(ctx, t.SandboxID())
+			if ierr == nil && !sb.Running {
+				return nil, AgentBuild{}, fmt.Errorf("sandbox exited with code %d before its agent was ready", sb.ExitCode)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, AgentBuild{}, fmt.Errorf("agent not ready: %w (last attempt: %v)", ctx.Err(), err)
+		case <-time.After(agentPollInterval):
+		}
+	}
+}
+
+// Dial dials the agent's socket in t's folder once (without trusting the
+// name, boxdir.Dirs.DialAgent), exchanges hello for thread id, checks the
+// agent's posture under t's runtime and, when claim is set, hands the
+// agent its LLM proxy token in a claim. The token never travels in the
+// sandbox's environment, where its commands could read it
+// (/proc/1/environ). It returns the build the agent named.
+func (g *Greeter) Dial(ctx context.Context, t Target, id string, claim bool) (*websocket.Conn, AgentBuild, error) {
+	dirs, pol := t.Dirs, g.cfg.Posture.ForRuntime(t.Runtime)
+	d := websocket.Dialer{
+		NetDialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return dirs.DialAgent(ctx, AgentSocket)
+		},
+		HandshakeTimeout: HelloTimeout,
+	}
+	conn, _, err := d.DialContext(ctx, "ws://agent"+wire.Path, nil)
+	if err != nil {
+		return nil, AgentBuild{}, fmt.Errorf("dial agent: %w", err)
+	}
+	hello := wire.MustNew(wire.TypeHello, id, "", wire.Hello{
+		Version: wire.Version, Role: wire.RoleBridge, Software: g.cfg.Software, Thread: id,
+	})
+	if err := writeEnvelope(conn, hello); err != nil {
+		conn.Close()
+		return nil, AgentBuild{}, fmt.Errorf("send hello to agent: %w", err)
+	}
+	answer, err := readAgentHello(conn)
+	if err != nil {
+		conn.Close()
+		var werr wire.Error
+		if errors.As(err, &werr) {
+			return nil, AgentBuild{}, fmt.Errorf("%w: %w", errAgentAnswer, err)
+		}
+		return nil, AgentBuild{}, fmt.Errorf("agent hello: %w", err)
+	}
+	if err := pol.Check(answer.Posture); err != nil {
+		conn.Close()
+		g.log.Warn("sandbox posture refused", "thread", id, "posture", answer.Posture, "err", err)
+		return nil, AgentBuild{}, fmt.Errorf("%w: %w", errAgentAnswer, err)
+	}
+	if claim {
+		if err := g.claim(conn, dirs.ID(), id); err != nil {
+			conn.Close()
+			return nil, AgentBuild{}, fmt.Errorf("%w: %w", errAgentAnswer, err)
+		}
+	}
+	return conn, buildOf(answer), nil
+}
+
+// claim sends the agent of the sandbox boxID its claim (its LLM proxy
+// token) and waits (at most HelloTimeout) for claimed, before anything
+// else uses conn.
+func (g *Greeter) claim(conn *websocket.Conn, boxID, threadID string) error {
+	claim := wire.MustNew(wire.TypeClaim, threadID, "claim", wire.Claim{LLMToken: g.cfg.Token(boxID)})
+	if err := writeEnvelope(conn, claim); err != nil {
+		return fmt.Errorf("send claim: %w", err)
+	}
+	if err := conn.SetReadDeadline(time.Now().Add(HelloTimeout)); err != nil {
+		return err
+	}
+	defer conn.SetReadDeadline(time.Time{})
+	for {
+		_, r, err := conn.NextReader()
+		if err != nil {
+			return fmt.Errorf("read claimed: %w", err)
+		}
+		env, err := wire.ReadMessage(r, wire.MaxMessageBytes)
+		switch {
+		case err != nil:
+			return fmt.Errorf("read claimed: %w", err)
+		case env.Type == wire.TypeClaimed:
+			return nil
+		case env.Type == wire.TypeError:
+			var werr wire.Error
+			_ = env.Decode(&werr)
+			return fmt.Errorf("agent refused the claim: %w", werr)
+		}
+		// an event of the agent's own (none is expected before the claim)
+	}
+}
+
+// readAgentHello reads the agent's answer to the bridge's hello within
+// HelloTimeout: a wire.Error when the agent broke the protocol or answered
+// with an error, another error when reading failed.
+func readAgentHello(conn *websocket.Conn) (wire.Hello, error) {
+	var hello wire.Hello
+	if err := conn.SetReadDeadline(time.Now().Add(HelloTimeout)); err != nil {
+		return hello, err
+	}
+	defer conn.SetReadDeadline(time.Time{})
+	_, r, err := conn.NextReader()
+	if err != nil {
+		return hello, fmt.Errorf("read hello: %w", err)
+	}
+	env, err := wire.ReadMessage(r, wire.MaxMessageBytes)
+	switch {
+	case errors.Is(err, wire.ErrTooLarge):
+		return hello, wire.Error{Code: wire.CodeTooLarge, Message: "hello over the size limit"}
+	case err != nil:
+		return hello, err
+	case env.Type == wire.TypeError:
+		var werr wire.Error
+		if err := env.Decode(&werr); err != nil {
+			return hello, wire.Error{Code: wire.CodeBadMessage, Message: err.Error()}
+		}
+		return hello, werr
+	case env.Type != wire.TypeHello:
+		return hello, wire.Error{Code: wire.CodeBadMessage, Message: fmt.Sprintf("first message must be hello, not %q", env.Type)}
+	}
+	if err := env.Decode(&hello); err != nil {
+		return hello, wire.Error{Code: wire.CodeBadMessage, Message: err.Error()}
+	}
+	if hello.Version != wire.Version {
+		return hello, wire.Error{Code: wire.CodeVersionMismatch,
+			Message: fmt.Sprintf("this side speaks protocol version %d, not %d", wire.Version, hello.Version)}
+	}
+	return hello, nil
+}
+
+// writeEnvelope writes one frame with the write deadline.
+func writeEnvelope(conn *websocket.Conn, env wire.Envelope) error {
+	if err := conn.SetWriteDeadline(time.Now().Add(WriteWait)); err != nil {
+		return err
+	}
+	return conn.WriteJSON(env)
+}
