@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/boxwire/boxwire/bridge/auth"
 	"github.com/boxwire/boxwire/bridge/server"
 	"github.com/boxwire/boxwire/bridge/store"
+	"github.com/boxwire/boxwire/bridge/store/pgstore"
 )
 
 // adminUsage is the help of the admin commands.
@@ -26,7 +26,8 @@ const adminUsage = `usage:
   bridge keys revoke ID
   bridge audit [--user U] [--action A] [--thread T] [--since DUR] [--limit N]
 each takes --url (BOXWIRE_URL) and --token (BOXWIRE_TOKEN) for a running
-bridge, or works on --data-dir (BOXWIRE_DATA_DIR) when none runs`
+bridge, or works on --store (BOXWIRE_STORE, a postgres:// URL) or
+--data-dir (BOXWIRE_DATA_DIR) when none runs`
 
 // runAdmin runs an admin command (cmd is "users", "keys" or "audit") on
 // the store when no bridge holds it, or through the running bridge's
@@ -37,6 +38,7 @@ func runAdmin(ctx context.Context, cmd string, args []string, getenv func(string
 	urlFlag := fs.String("url", getenv("BOXWIRE_URL"), "a running bridge's URL (default: the store when no bridge runs, else http://$BOXWIRE_BRIDGE_LISTEN)")
 	token := fs.String("token", getenv("BOXWIRE_TOKEN"), "an admin credential for a running bridge")
 	dataDir := fs.String("data-dir", envOr(getenv, "BOXWIRE_DATA_DIR", "/var/lib/boxwire"), "the bridge's state folder")
+	storeURL := fs.String("store", getenv("BOXWIRE_STORE"), "the bridges' postgres:// store, worked on directly unless --url (default: <data-dir>/boxwire.db)")
 	admin := fs.Bool("admin", false, "users add: the user is an admin")
 	name := fs.String("name", "", "keys create: a name for the key")
 	expires := fs.Duration("expires", 0, "keys create: the key expires after this long (0: never)")
@@ -49,7 +51,7 @@ func runAdmin(ctx context.Context, cmd string, args []string, getenv func(string
 	if err != nil {
 		return err
 	}
-	a, closeAdmin, err := openAdmin(*urlFlag, *token, *dataDir, envOr(getenv, "BOXWIRE_BRIDGE_LISTEN", "127.0.0.1:7420"))
+	a, closeAdmin, err := openAdmin(ctx, *urlFlag, *token, *dataDir, *storeURL, envOr(getenv, "BOXWIRE_BRIDGE_LISTEN", "127.0.0.1:7420"))
 	if err != nil {
 		return err
 	}
@@ -142,9 +144,12 @@ func runAdmin(ctx context.Context, cmd string, args []string, getenv func(string
 }
 
 // openAdmin picks where the command works: the running bridge at rawURL
-// when given; else the store in dataDir; else, when a running bridge holds
-// the store, that bridge at listen.
-func openAdmin(rawURL, token, dataDir, listen string) (auth.Admin, func(), error) {
+// when given; else the PostgreSQL store at storeURL (bridges share it: no
+// lock keeps the command out; a key revoked there is refused at its next
+// request, while --url also closes its open connections at once); else
+// the store in dataDir; else, when a running bridge holds that file, that
+// bridge at listen.
+func openAdmin(ctx context.Context, rawURL, token, dataDir, storeURL, listen string) (auth.Admin, func(), error) {
 	remote := func(u string) (auth.Admin, func(), error) {
 		if token == "" {
 			return nil, nil, errors.New("a running bridge needs an admin credential: set --token or BOXWIRE_TOKEN")
@@ -154,7 +159,13 @@ func openAdmin(rawURL, token, dataDir, listen string) (auth.Admin, func(), error
 	if rawURL != "" {
 		return remote(rawURL)
 	}
-	st, err := store.Open(filepath.Join(dataDir, server.StoreFile), store.Options{})
+	if storeURL != "" && !pgstore.IsURL(storeURL) {
+		if err := (&options{store: storeURL, dataDir: dataDir}).checkStore(); err != nil {
+			return nil, nil, err
+		}
+		storeURL = ""
+	}
+	st, err := server.OpenStore(ctx, storeURL, dataDir, store.Options{})
 	if errors.Is(err, store.ErrLocked) {
 		return remote("http://" + listen)
 	}

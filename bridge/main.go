@@ -79,7 +79,7 @@ func runGC(ctx context.Context, args []string, getenv func(string) string, log *
 			return fmt.Errorf("bridge id: %w", err)
 		}
 	}
-	n, v, err := server.Collect(ctx, mgr, id, o.dataDir)
+	n, v, err := server.CollectIn(ctx, mgr, id, o.dataDir, o.store)
 	w, werr := mgr.CollectWorkspaces(ctx) // images no volume names
 	log.Info("gc done", "bridge_id", id, "sandboxes_removed", n, "volumes_removed", v, "workspace_images_removed", w)
 	return errors.Join(err, werr)

@@ -200,7 +200,7 @@ func (o options) server(mgr sandbox.Manager, getenv func(string) string, log *sl
 		IdleTTL: o.idleTTL, MaxLifetime: o.maxLifetime, ReapInterval: o.reapInterval,
 		ThreadTTL: o.threadTTL, RecycleGrace: o.recycleGrace,
 		MaxUploadBytes: o.maxUpload, AllowedHosts: o.allowedHosts, UserLimits: o.userLimits,
-		Retention: o.retention, MaxStoredOutput: o.logOutputCap, StoreSync: o.storeSync,
+		Retention: o.retention, MaxStoredOutput: o.logOutputCap, StoreSync: o.storeSync, StoreURL: o.store,
 		EgressThreadMax: o.egressThreadMax, // docs/egress-thread.md
 		Rollout:         o.rollout, AgentBinary: o.agentBinary, ReloadImages: o.allowedImages,
 		TLSCert: o.tlsCert, TLSKey: o.tlsKey, InsecureHTTP: o.insecureHTTP, // docs/web.md
@@ -292,10 +292,9 @@ func envDur(getenv func(string) string, key string, def time.Duration) time.Dura
 	return def
 }
 
-// checkStore checks --store. The server opens only the bbolt file yet: a
-// postgres:// URL is parsed, then refused until the server takes a
-// store.Backend (bridge/store/pgstore is one; issue 22). A file must be
-// the one the server opens, <data-dir>/boxwire.db.
+// checkStore checks --store: a postgres:// URL (bridge/store/pgstore),
+// kept as server.Config.StoreURL, or the bbolt file, which must be the
+// one the server opens, <data-dir>/boxwire.db (then o.store is "").
 func (o *options) checkStore() error {
 	switch {
 	case o.store == "":
@@ -304,7 +303,7 @@ func (o *options) checkStore() error {
 		if _, err := pgxpool.ParseConfig(o.store); err != nil {
 			return fmt.Errorf("--store: %w", err) // pgx leaves the password out
 		}
-		return errors.New("--store postgres is not wired yet: the bridge keeps its store in <data-dir>/" + server.StoreFile + " for now (issue 22)")
+		return nil
 	}
 	if want := filepath.Join(o.dataDir, server.StoreFile); filepath.Clean(o.store) != filepath.Clean(want) {
 		return fmt.Errorf("--store %s: the store file is <data-dir>/%s (%s); set --data-dir to move it", o.store, server.StoreFile, want)

@@ -7,21 +7,21 @@ import (
 )
 
 // --store (BOXWIRE_STORE) takes the bbolt file the server opens or a
-// postgres:// URL, which is parsed and then refused until the server is
-// wired to it.
+// postgres:// URL, which is parsed (a bad one refused without its
+// password) and kept for the server.
 func TestStoreOption(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	for _, tc := range []struct {
-		flag, env, wantErr string
+		flag, env, wantErr, want string
 	}{
-		{"", "", ""},
-		{filepath.Join(dir, "boxwire.db"), "", ""},
-		{"", filepath.Join(dir, ".", "boxwire.db"), ""},
-		{filepath.Join(dir, "other.db"), "", "the store file is <data-dir>/boxwire.db"},
-		{"postgres://boxwire:secret@db.example:5432/boxwire", "", "--store postgres is not wired yet"},
-		{"", "postgresql://db.example/boxwire?sslmode=require", "--store postgres is not wired yet"},
-		{"postgres://boxwire:secret@db.example:port/x", "", "--store: "},
+		{"", "", "", ""},
+		{filepath.Join(dir, "boxwire.db"), "", "", ""},
+		{"", filepath.Join(dir, ".", "boxwire.db"), "", ""},
+		{filepath.Join(dir, "other.db"), "", "the store file is <data-dir>/boxwire.db", ""},
+		{"postgres://boxwire:secret@db.example:5432/boxwire", "", "", "postgres://boxwire:secret@db.example:5432/boxwire"},
+		{"", "postgresql://db.example/boxwire?sslmode=require", "", "postgresql://db.example/boxwire?sslmode=require"},
+		{"postgres://boxwire:secret@db.example:port/x", "", "--store: ", ""},
 	} {
 		args := []string{"--data-dir", dir}
 		if tc.flag != "" {
@@ -41,8 +41,8 @@ func TestStoreOption(t *testing.T) {
 			t.Errorf("--store %q, env %q: error %v; want %q", tc.flag, tc.env, err, tc.wantErr)
 		case err != nil && strings.Contains(err.Error(), "secret"):
 			t.Errorf("the error shows the password: %v", err)
-		case err == nil && o.store != "":
-			t.Errorf("--store %q: kept %q; want the default file", tc.flag, o.store)
+		case err == nil && o.store != tc.want:
+			t.Errorf("--store %q, env %q: kept %q; want %q", tc.flag, tc.env, o.store, tc.want)
 		}
 	}
 }

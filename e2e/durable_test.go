@@ -1,7 +1,6 @@
 package e2e_test
 
 import (
-	"context"
 	"strings"
 	"syscall"
 	"testing"
@@ -24,41 +23,10 @@ func TestDurableRequestInFlightSurvivesBridgeKill(t *testing.T) {
 	if _, done := s.turn("please remember the number 42"); done.Reason != wire.ReasonStop {
 		t.Fatalf("first turn ended %q", done.Reason)
 	}
-	box := e.containerOf(thread)
-	docker(t, "pause", box)
-	ctx, cancel := context.WithTimeout(context.Background(), eventTimeout)
-	defer cancel()
-	question := "which number did I ask you to remember? (" + randHex(4) + ")"
-	id, err := s.conn.SendMessage(ctx, question)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The bridge writes the request to the paused agent, which cannot
-	// answer it, and keeps it as in flight in its store: the kill comes
-	// once it is there. (A request not yet written is not kept.)
-	e.awaitStoredInflight(thread, question)
-	if err := b.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	<-b.done
-	s.conn.Close()
-	docker(t, "rm", "-f", box)
+	id := e.killWithRequestInFlight(b, s, func(question string) { e.awaitStoredInflight(thread, question) }) // pgstore_test.go
 
 	e.startBridge()
-	r := e.dial(thread)
-	var echoes int
-	for {
-		ev := r.awaitAny(turnTimeout)
-		if ev.ID != id {
-			continue
-		}
-		if ev.Type == wire.TypeUserEcho {
-			echoes++
-		}
-		if ev.Type == wire.TypeTurnDone {
-			break
-		}
-	}
+	echoes := e.dial(thread).echoesUntilDone(id, nil)
 	if echoes != 1 {
 		t.Errorf("%d user_echo events for the request, want 1", echoes)
 	}

@@ -53,32 +53,49 @@ func (s *Server) adoptThread(ctx context.Context, b *fleet.Box, rec fleet.Thread
 // Collect removes every sandbox and workspace volume labelled with
 // bridgeID, every socket folder under <dataDir>/run and every thread (and
 // its log) in <dataDir>/boxwire.db, suspended ones included: what `bridge
-// gc` does. Run it only when no bridge with that id is running (the store
+// gc` does (CollectIn for another store). Run it only when no bridge with that id is running (the store
 // file is locked while one runs). It returns how
 // many sandboxes and volumes it removed.
 func Collect(ctx context.Context, mgr sandbox.Manager, bridgeID, dataDir string) (sandboxes, volumes int, err error) {
+	return CollectIn(ctx, mgr, bridgeID, dataDir, "")
+}
+
+// CollectIn is Collect with the threads forgotten in the store at
+// storeURL (OpenStore; "" is <dataDir>/boxwire.db). A PostgreSQL store
+// may be shared by several bridges: there it forgets every thread but
+// those another bridge holds an unexpired lease of.
+func CollectIn(ctx context.Context, mgr sandbox.Manager, bridgeID, dataDir, storeURL string) (sandboxes, volumes int, err error) {
 	sandboxes, volumes, err = fleet.Collect(ctx, mgr, bridgeID, dataDir)
-	if dataDir != "" {
-		err = errors.Join(err, forgetThreads(filepath.Join(dataDir, StoreFile)))
+	if dataDir != "" || storeURL != "" {
+		err = errors.Join(err, forgetThreads(ctx, bridgeID, dataDir, storeURL))
 	}
 	return sandboxes, volumes, err
 }
 
-// forgetThreads deletes every thread and its log from the store file at
-// path, if there is one: with their sandboxes and volumes gone, suspended
-// threads (and the rest) have nothing left to resume.
-func forgetThreads(path string) error {
-	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+// forgetThreads deletes every thread and its log from the store, if there
+// is one (a bbolt file not made yet is none): with their sandboxes and
+// volumes gone, suspended threads (and the rest) have nothing left to
+// resume. Threads another bridge holds the lease of stay.
+func forgetThreads(ctx context.Context, bridgeID, dataDir, storeURL string) error {
+	if _, err := os.Stat(filepath.Join(dataDir, StoreFile)); storeURL == "" && errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
-	st, err := store.Open(path, store.Options{})
+	st, err := OpenStore(ctx, storeURL, dataDir, store.Options{})
 	if err != nil {
 		return fmt.Errorf("gc: %w", err)
 	}
 	ts, err := st.Threads()
 	errs := []error{err}
+	leases, err := st.Leases(ctx)
+	errs = append(errs, err)
+	held := map[string]bool{}
+	for _, l := range leases {
+		held[l.Thread] = l.Holder != bridgeID
+	}
 	for _, t := range ts {
-		errs = append(errs, st.DeleteThread(t.ID))
+		if !held[t.ID] {
+			errs = append(errs, st.DeleteThread(t.ID))
+		}
 	}
 	errs = append(errs, st.Close())
 	if err := errors.Join(errs...); err != nil {

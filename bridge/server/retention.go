@@ -1,9 +1,8 @@
 package server
 
 import (
+	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/boxwire/boxwire/bridge/store"
@@ -12,27 +11,29 @@ import (
 // StoreFile is the name of the store file under Config.DataDir.
 const StoreFile = "boxwire.db"
 
+// storeOpenTimeout bounds connecting to the store and migrating it.
+const storeOpenTimeout = time.Minute
+
 // defaultRetentionInterval is how often retention runs by default.
 const defaultRetentionInterval = 10 * time.Minute
 
-// openStore opens <DataDir>/boxwire.db and, when cfg has no ThreadStore,
-// makes it the thread store.
-func openStore(cfg *Config) (*store.Store, error) {
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
-		return nil, fmt.Errorf("server: data dir: %w", err)
-	}
+// openStore opens the store (Config.StoreURL, OpenStore) and, when cfg
+// has no ThreadStore, makes it the thread store.
+func openStore(cfg *Config) (store.Backend, error) {
 	if cfg.MaxStoredOutput <= 0 {
 		cfg.MaxStoredOutput = DefaultMaxStoredOutput
 	}
 	if cfg.RetentionInterval <= 0 {
 		cfg.RetentionInterval = defaultRetentionInterval
 	}
-	db, err := store.Open(filepath.Join(cfg.DataDir, StoreFile), store.Options{Retention: cfg.Retention, Logger: cfg.Logger, SyncInterval: cfg.StoreSync})
+	ctx, cancel := context.WithTimeout(context.Background(), storeOpenTimeout)
+	defer cancel()
+	db, err := OpenStore(ctx, cfg.StoreURL, cfg.DataDir, store.Options{Retention: cfg.Retention, Logger: cfg.Logger, SyncInterval: cfg.StoreSync})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	if cfg.Store == nil {
-		cfg.Store = boltThreads{db}
+		cfg.Store = backendThreads{db}
 	}
 	return db, nil
 }

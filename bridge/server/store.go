@@ -65,7 +65,7 @@ func (m *memStore) Delete(_ context.Context, id string) error {
 	return nil
 }
 
-// eventStore keeps threads' events (bridge/store.Store implements it).
+// eventStore keeps threads' events (every store.Backend implements it).
 type eventStore interface {
 	// Append queues env for the thread's log without blocking (unless the
 	// queue is full) and calls done once it is committed or failed.
@@ -86,22 +86,22 @@ type eventStore interface {
 	Inflight(thread string) ([]wire.Envelope, error)
 }
 
-// boltThreads is the ThreadStore of the bridge's store file: thread
-// records there outlive the process.
-type boltThreads struct{ st *store.Store }
+// backendThreads is the ThreadStore of the bridge's store (bbolt file or
+// PostgreSQL): thread records there outlive the process.
+type backendThreads struct{ st store.Backend }
 
-func (b boltThreads) Put(_ context.Context, r ThreadRecord) error {
+func (b backendThreads) Put(_ context.Context, r ThreadRecord) error {
 	return b.st.PutThread(store.Thread{ID: r.ID, Box: r.Box, Scope: r.Scope, Assistant: r.Assistant,
 		Image: r.Image, Runtime: r.Runtime, Created: r.Created, IdleTTL: r.IdleTTL, Egress: r.Egress,
 		Suspended: r.Suspended, SuspendedFor: r.SuspendedFor, Policy: r.Policy, Owner: r.Owner})
 }
 
-func (b boltThreads) Get(_ context.Context, id string) (ThreadRecord, bool, error) {
+func (b backendThreads) Get(_ context.Context, id string) (ThreadRecord, bool, error) {
 	t, ok, err := b.st.Thread(id)
 	return recordOf(t), ok, err
 }
 
-func (b boltThreads) List(context.Context) ([]ThreadRecord, error) {
+func (b backendThreads) List(context.Context) ([]ThreadRecord, error) {
 	ts, err := b.st.Threads()
 	out := make([]ThreadRecord, 0, len(ts))
 	for _, t := range ts {
@@ -111,7 +111,7 @@ func (b boltThreads) List(context.Context) ([]ThreadRecord, error) {
 }
 
 // Delete removes the record and the thread's events.
-func (b boltThreads) Delete(_ context.Context, id string) error { return b.st.DeleteThread(id) }
+func (b backendThreads) Delete(_ context.Context, id string) error { return b.st.DeleteThread(id) }
 
 func recordOf(t store.Thread) ThreadRecord {
 	return ThreadRecord{ID: t.ID, Box: t.Box, Scope: t.Scope, Assistant: t.Assistant,
