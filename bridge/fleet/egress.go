@@ -122,22 +122,9 @@ func (f *Fleet) SetEgress(ctx context.Context, boxID string, rules, prev []strin
 		}
 	}
 	f.mu.Unlock()
-	recs, err := f.cfg.Records.List(ctx)
+	ids, err = f.book.SetEgress(ctx, boxID, rules, ids)
 	if err != nil {
-		return nil, nil, fmt.Errorf("list stored threads: %w", err)
+		return nil, nil, err
 	}
-	for _, r := range recs {
-		if r.Box != boxID {
-			continue
-		}
-		r.Egress = rules
-		if err := f.cfg.Records.Put(ctx, r); err != nil {
-			return nil, nil, fmt.Errorf("store thread %s: %w", r.ID, err)
-		}
-		if !slices.Contains(ids, r.ID) {
-			ids = append(ids, r.ID)
-		}
-	}
-	slices.Sort(ids)
 	return slices.Clone(prev), ids, nil
 }

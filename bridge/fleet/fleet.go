@@ -15,6 +15,7 @@ import (
 	"github.com/boxwire/boxwire/bridge/egress"
 	"github.com/boxwire/boxwire/bridge/fleet/boxproxy"
 	"github.com/boxwire/boxwire/bridge/fleet/greet"
+	"github.com/boxwire/boxwire/bridge/fleet/records"
 	"github.com/boxwire/boxwire/bridge/internal/keyed"
 	"github.com/boxwire/boxwire/bridge/llmproxy"
 	"github.com/boxwire/boxwire/bridge/policy"
@@ -119,6 +120,13 @@ type Config struct {
 	Adopt func(ctx context.Context, b *Box, rec ThreadRecord) error
 }
 
+// ThreadRecord is what the bridge keeps about a thread apart from its live
+// connections (records.Thread).
+type ThreadRecord = records.Thread
+
+// Records keeps thread records (records.Store).
+type Records = records.Store
+
 // Member is one thread of a box. Working and Attached are called with the
 // fleet's lock held and must not call into the Fleet; Publish and Suspend
 // are called without it.
@@ -158,6 +166,7 @@ type Fleet struct {
 	// order: a thread key before a box key.
 	life keyed.Mutex
 	px   *boxproxy.Proxies // each box's LLM and egress proxies
+	book records.Book      // the stored threads' questions and updates
 	// reaper and rec are the reaper (reaper.go) and Reconcile's adoption
 	// (reconcile.go), working on these boxes.
 	reaper reaper
@@ -198,6 +207,7 @@ func New(cfg Config) (*Fleet, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &Fleet{cfg: cfg, log: log, ctx: ctx, cancel: cancel, boxes: map[string]*Box{}}
 	f.reaper.f, f.rec.f, f.rules.f = f, f, f
+	f.book = records.Book{Store: cfg.Records, Log: log}
 	f.px = boxproxy.New(boxproxy.Config{LLM: cfg.LLM, Token: cfg.Token, UsageEvents: cfg.UsageEvents,
 		LLMAdmit: cfg.LLMAdmit, LLMUsage: cfg.LLMUsage, Egress: cfg.Egress, EgressThreadMax: cfg.EgressThreadMax,
 		Policy: cfg.Policy, EgressRoots: cfg.EgressRoots, DataDir: cfg.DataDir, Check: cfg.Check,

@@ -61,7 +61,7 @@ func (f *Fleet) Options(req wire.CreateThread) (Options, error) {
 // itself in thread scope. It blocks for one records read.
 func (f *Fleet) WithSuspendedWorkspace(ctx context.Context, o Options) Options {
 	if o.scope == wire.ScopeAssistant {
-		o.boxID = f.suspendedBox(ctx, o.assistant)
+		o.boxID = f.book.NewestSuspended(ctx, o.assistant)
 	}
 	return o
 }

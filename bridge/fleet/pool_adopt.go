@@ -3,7 +3,6 @@ package fleet
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/boxwire/boxwire/bridge/wire"
 )
@@ -18,20 +17,17 @@ var errPoolUnclaimed = errors.New("pooled sandbox no thread took")
 // thread's own idle TTL, which the sandbox's labels, written before the
 // claim, cannot say. It blocks for one store read.
 func (p *warmPool) adoptPooled(ctx context.Context, b *Box) error {
-	recs, err := p.f.cfg.Records.List(ctx)
+	r, ok, err := p.f.book.Taken(ctx, b.id)
 	if err != nil {
-		return fmt.Errorf("list stored threads: %w", err)
+		return err
 	}
-	for _, r := range recs {
-		if r.Box != b.id || r.Scope != wire.ScopeThread {
-			continue
-		}
-		b.thread = r.ID
-		b.key = boxKey(wire.ScopeThread, r.ID)
-		if r.IdleTTL > 0 {
-			b.idleTTL = r.IdleTTL
-		}
-		return nil
+	if !ok {
+		return errPoolUnclaimed
 	}
-	return errPoolUnclaimed
+	b.thread = r.ID
+	b.key = boxKey(wire.ScopeThread, r.ID)
+	if r.IdleTTL > 0 {
+		b.idleTTL = r.IdleTTL
+	}
+	return nil
 }

@@ -144,15 +144,9 @@ func (rc *reconciler) adopt(ctx context.Context, sb sandbox.Sandbox, now time.Ti
 // adoptThreads reconnects b's threads: the one its labels name (thread
 // scope) and those the store knows.
 func (rc *reconciler) adoptThreads(ctx context.Context, b *Box) error {
-	recs, err := rc.f.cfg.Records.List(ctx)
+	ids, err := rc.f.book.Running(ctx, b.id) // suspended ones wait for their client (suspend.go)
 	if err != nil {
-		return fmt.Errorf("list stored threads: %w", err)
-	}
-	var ids []ThreadRecord
-	for _, r := range recs {
-		if r.Box == b.id && r.Suspended == nil { // suspended ones wait for their client (suspend.go)
-			ids = append(ids, r)
-		}
+		return err
 	}
 	rc.f.rules.adopt(b, ids, rc.f.log.With("box", b.id)) // egress.go: the rules its threads asked for
 	if b.scope == wire.ScopeThread && len(ids) == 0 {
@@ -176,7 +170,7 @@ func (rc *reconciler) removeOrphan(ctx context.Context, sb sandbox.Sandbox, log 
 	if id := sb.Labels[sandbox.LabelBox]; validName(id) {
 		res.volume = "boxwire-ws-" + id
 		res.dirs = rc.f.cfg.Layout.Paths(id)
-		if len(rc.f.recordsOfBox(ctx, id)) > 0 {
+		if len(rc.f.book.OfBox(ctx, id)) > 0 {
 			res.volume = ""
 		}
 	}
@@ -260,11 +254,11 @@ func (rc *reconciler) suspendBoxThreads(ctx context.Context, sb sandbox.Sandbox,
 		reason = wire.ExitLifetime
 	}
 	now := time.Now().UTC().Truncate(time.Second)
-	for _, r := range rc.f.recordsOfBox(ctx, sb.Labels[sandbox.LabelBox]) {
+	for _, r := range rc.f.book.OfBox(ctx, sb.Labels[sandbox.LabelBox]) {
 		if rc.f.isMember(r.ID) || r.Suspended != nil {
 			continue
 		}
-		if err := rc.f.markSuspended(ctx, r.ID, nil, now, reason); err != nil {
+		if err := rc.f.book.MarkSuspended(ctx, r.ID, nil, now, reason); err != nil {
 			log.Error("suspend thread", "thread", r.ID, "err", err)
 		}
 	}
@@ -287,7 +281,7 @@ func (rc *reconciler) suspendLeftovers(ctx context.Context) map[string]bool {
 		kept[r.Box] = true
 		if r.Suspended == nil {
 			rc.f.log.Info("thread has no sandbox: suspended", "thread", r.ID, "box", r.Box)
-			if err := rc.f.markSuspended(ctx, r.ID, nil, now, wire.ExitDied); err != nil {
+			if err := rc.f.book.MarkSuspended(ctx, r.ID, nil, now, wire.ExitDied); err != nil {
 				rc.f.log.Error("suspend thread", "thread", r.ID, "err", err)
 			}
 		}

@@ -232,7 +232,7 @@ func (f *Fleet) MoveImage(ctx context.Context, boxID, image string) (prev string
 		}
 		f.mu.Unlock()
 	}
-	ids, prev, err = f.storeImage(ctx, boxID, image, ids, prev)
+	ids, prev, err = f.book.SetImage(ctx, boxID, image, ids, prev)
 	unlockBox()
 	if err != nil || live == nil || image == prev {
 		return prev, ids, err
@@ -245,24 +245,6 @@ func (f *Fleet) MoveImage(ctx context.Context, boxID, image string) (prev string
 			Message: fmt.Sprintf("image changed from %s to %s", prev, image)})
 	}
 	return prev, ids, nil
-}
-
-// storeImage names image in the records of every thread of box boxID and
-// adds their ids to ids (sorted, once each); prev, when empty, becomes the
-// image the first record named.
-func (f *Fleet) storeImage(ctx context.Context, boxID, image string, ids []string, prev string) ([]string, string, error) {
-	for _, r := range f.recordsOfBox(ctx, boxID) { // records.go
-		prev = cmp.Or(prev, r.Image)
-		r.Image = image
-		if err := f.cfg.Records.Put(ctx, r); err != nil {
-			return nil, prev, fmt.Errorf("store thread %s: %w", r.ID, err)
-		}
-		if !slices.Contains(ids, r.ID) {
-			ids = append(ids, r.ID)
-		}
-	}
-	slices.Sort(ids)
-	return ids, prev, nil
 }
 
 // liveBox returns the live, ready box whose id is id, or nil.

@@ -3,7 +3,6 @@ package fleet
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"time"
 
@@ -34,7 +33,7 @@ func (f *Fleet) suspend(ctx context.Context, b *Box, ev wire.SandboxExited) erro
 	var errs []error
 	now := time.Now().UTC().Truncate(time.Second)
 	for _, id := range ids {
-		errs = append(errs, f.markSuspended(ctx, id, b, now, ev.Reason))
+		errs = append(errs, f.book.MarkSuspended(ctx, id, b.record(id, now), now, ev.Reason))
 	}
 	f.mu.Lock()
 	if b.gone {
@@ -54,7 +53,7 @@ func (f *Fleet) suspend(ctx context.Context, b *Box, ev wire.SandboxExited) erro
 	for _, m := range members {
 		m.Suspend(ev)
 		if !slices.Contains(ids, m.ID()) { // joined meanwhile
-			errs = append(errs, f.markSuspended(ctx, m.ID(), b, now, ev.Reason))
+			errs = append(errs, f.book.MarkSuspended(ctx, m.ID(), b.record(m.ID(), now), now, ev.Reason))
 		}
 	}
 	// The sandbox id is read after the members stopped: a replacement they
@@ -65,25 +64,11 @@ func (f *Fleet) suspend(ctx context.Context, b *Box, ev wire.SandboxExited) erro
 	return errors.Join(errs...)
 }
 
-// markSuspended records thread id as suspended at `at` for reason; b, when
-// set, fills a missing record.
-func (f *Fleet) markSuspended(ctx context.Context, id string, b *Box, at time.Time, reason wire.ExitReason) error {
-	rec, ok, err := f.cfg.Records.Get(ctx, id)
-	if err != nil {
-		return fmt.Errorf("suspend thread %s: %w", id, err)
-	}
-	if !ok {
-		if b == nil {
-			return nil
-		}
-		rec = ThreadRecord{ID: id, Box: b.id, Scope: b.scope, Assistant: b.assistant, Image: b.Image(),
-			Runtime: b.runtime, Created: at}
-	}
-	rec.Suspended, rec.SuspendedFor = &at, reason
-	if err := f.cfg.Records.Put(ctx, rec); err != nil {
-		return fmt.Errorf("suspend thread %s: %w", id, err)
-	}
-	return nil
+// record is the record of b's member id, created at `at`, for a member
+// the records do not know yet.
+func (b *Box) record(id string, at time.Time) *ThreadRecord {
+	return &ThreadRecord{ID: id, Box: b.id, Scope: b.scope, Assistant: b.assistant, Image: b.Image(),
+		Runtime: b.runtime, Created: at}
 }
 
 // SuspendedRecord returns id's record when the thread is suspended (a
@@ -92,43 +77,18 @@ func (f *Fleet) SuspendedRecord(ctx context.Context, id string) (ThreadRecord, b
 	if f.isMember(id) {
 		return ThreadRecord{}, false
 	}
-	rec, ok, err := f.cfg.Records.Get(ctx, id)
-	if err != nil || !ok || rec.Suspended == nil {
-		return ThreadRecord{}, false
-	}
-	return rec, true
-}
-
-// suspendedBox is the box id of the newest suspended thread of assistant,
-// so that its next sandbox takes the assistant's workspace back; "" when
-// there is none.
-func (f *Fleet) suspendedBox(ctx context.Context, assistant string) string {
-	recs, err := f.cfg.Records.List(ctx)
-	if err != nil {
-		return ""
-	}
-	var id string
-	var newest time.Time
-	for _, r := range recs {
-		if r.Scope == wire.ScopeAssistant && r.Assistant == assistant && r.Suspended != nil && !r.Suspended.Before(newest) {
-			id, newest = r.Box, *r.Suspended
-		}
-	}
-	return id
+	return f.book.Suspended(ctx, id)
 }
 
 // retire removes the threads suspended for ThreadTTL or longer, with
 // their logs and workspace volumes.
 func (f *Fleet) retire(ctx context.Context, now time.Time) {
-	recs, err := f.cfg.Records.List(ctx)
+	recs, err := f.book.Expired(ctx, now, f.cfg.ThreadTTL)
 	if err != nil {
 		f.log.Error("thread retention", "err", err)
 		return
 	}
 	for _, r := range recs {
-		if r.Suspended == nil || now.Sub(*r.Suspended) < f.cfg.ThreadTTL {
-			continue
-		}
 		if err := f.RemoveSuspended(ctx, r.ID); err != nil {
 			f.log.Error("remove suspended thread", "thread", r.ID, "err", err)
 			continue
@@ -171,14 +131,8 @@ func (f *Fleet) DropVolumeIfUnused(ctx context.Context, id string) error {
 		}
 	}
 	f.mu.Unlock()
-	recs, err := f.cfg.Records.List(ctx)
-	if err != nil {
+	if used, err := f.book.UsesBox(ctx, id); err != nil || used {
 		return err
-	}
-	for _, r := range recs {
-		if r.Box == id {
-			return nil
-		}
 	}
 	return f.cfg.Manager.RemoveVolume(ctx, "boxwire-ws-"+id)
 }

@@ -1,4 +1,4 @@
-package fleet
+package records
 
 import (
 	"context"
@@ -8,9 +8,9 @@ import (
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
-// ThreadRecord is what the bridge keeps about a thread apart from its live
+// Thread is what the bridge keeps about a thread apart from its live
 // connections: enough to find its sandbox again after a restart.
-type ThreadRecord struct {
+type Thread struct {
 	ID        string
 	Box       string // the sandbox's box id (see sandbox.LabelBox)
 	Scope     wire.Scope
@@ -19,14 +19,14 @@ type ThreadRecord struct {
 	Runtime   string
 	Created   time.Time
 	// Suspended is when the thread's sandbox was suspended; nil while the
-	// thread has one (suspend.go). SuspendedFor says why.
+	// thread has one (fleet/suspend.go). SuspendedFor says why.
 	Suspended    *time.Time
 	SuspendedFor wire.ExitReason
 	// IdleTTL is the thread's own idle TTL; adoption applies it to a
-	// sandbox the warm pool started (pool.go). Zero: the sandbox's label.
+	// sandbox the warm pool started (fleet/pool.go). Zero: the sandbox's label.
 	IdleTTL time.Duration
 	// Egress are the thread's sandbox's egress rules beside the bridge's
-	// (egress.go); adoption gives them back to the sandbox.
+	// (fleet/egress.go); adoption gives them back to the sandbox.
 	Egress []string
 	// Policy is the thread's own approval policy (CreateThread.Policy),
 	// kept for the server; the fleet does not read it.
@@ -36,27 +36,12 @@ type ThreadRecord struct {
 	Owner string
 }
 
-// Records keeps thread records. The fleet and the server call it from
+// Store keeps thread records. The fleet and the server call it from
 // many goroutines; implementations must be safe for concurrent use. Get
 // reports a missing record with ok false, not an error.
-type Records interface {
-	Put(ctx context.Context, rec ThreadRecord) error
-	Get(ctx context.Context, id string) (rec ThreadRecord, ok bool, err error)
-	List(ctx context.Context) ([]ThreadRecord, error)
+type Store interface {
+	Put(ctx context.Context, rec Thread) error
+	Get(ctx context.Context, id string) (rec Thread, ok bool, err error)
+	List(ctx context.Context) ([]Thread, error)
 	Delete(ctx context.Context, id string) error
-}
-
-// recordsOfBox returns the stored threads whose sandbox is box id.
-func (f *Fleet) recordsOfBox(ctx context.Context, id string) []ThreadRecord {
-	recs, err := f.cfg.Records.List(ctx)
-	if err != nil {
-		f.log.Error("list stored threads", "err", err)
-	}
-	var out []ThreadRecord
-	for _, r := range recs {
-		if r.Box == id {
-			out = append(out, r)
-		}
-	}
-	return out
 }
