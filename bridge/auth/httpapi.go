@@ -6,9 +6,9 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
+	"github.com/boxwire/boxwire/bridge/internal/httpjson"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -47,17 +47,12 @@ func (api AdminAPI) record(r *http.Request, action, detail string) {
 	api.A.Record(r.Context(), api.Principal(r), action, "", detail, r.RemoteAddr)
 }
 
-// writeJSON and writeError answer as the bridge's other routes do: a JSON
-// body, errors as {"error": {"code", "message"}}.
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-func writeError(w http.ResponseWriter, status int, code wire.Code, msg string) {
-	writeJSON(w, status, map[string]wire.Error{"error": {Code: code, Message: strings.TrimSpace(msg)}})
-}
+// writeJSON and writeError answer as the bridge's other routes do
+// (bridge/internal/httpjson).
+var (
+	writeJSON  = httpjson.Write
+	writeError = httpjson.Error
+)
 
 func (api AdminAPI) listUsers(w http.ResponseWriter, r *http.Request) {
 	us, err := api.A.Users(r.Context())

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/boxwire/boxwire/bridge/internal/httpjson"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -49,11 +50,11 @@ func (s *Server) patchThread(w http.ResponseWriter, r *http.Request) {
 		err = errors.New("image must name an allowed image")
 	}
 	if err != nil {
-		writeJSONError(w, http.StatusBadRequest, wire.CodeBadMessage, "body: "+err.Error())
+		httpjson.Error(w, http.StatusBadRequest, wire.CodeBadMessage, "body: "+err.Error())
 		return
 	}
 	if _, ok, _ := s.cfg.Store.Get(r.Context(), id); !ok && s.lookup(id) == nil {
-		writeJSONError(w, http.StatusNotFound, wire.CodeNotFound, fmt.Sprintf("thread %q not found", id))
+		httpjson.NotFound(w, id)
 		return
 	}
 	if req.Image != nil {
@@ -64,7 +65,7 @@ func (s *Server) patchThread(w http.ResponseWriter, r *http.Request) {
 			if err != nil {
 				s.writeMoveError(w, id, err)
 			} else {
-				writeJSON(w, http.StatusOK, info)
+				httpjson.Write(w, http.StatusOK, info)
 			}
 			return
 		}
@@ -72,7 +73,7 @@ func (s *Server) patchThread(w http.ResponseWriter, r *http.Request) {
 	rules, err := s.fleet.ThreadEgress(*req.Egress)
 	if err != nil {
 		status, env := httpError(err)
-		writeJSONError(w, status, env.Code, env.Message)
+		httpjson.Error(w, status, env.Code, env.Message)
 		return
 	}
 	ctx, cancel := s.untilClose(r.Context())
@@ -80,12 +81,12 @@ func (s *Server) patchThread(w http.ResponseWriter, r *http.Request) {
 	info, err := s.setEgress(ctx, id, rules, wire.EgressByAPI)
 	switch {
 	case errors.Is(err, errNoThread):
-		writeJSONError(w, http.StatusNotFound, wire.CodeNotFound, fmt.Sprintf("thread %q not found", id))
+		httpjson.NotFound(w, id)
 	case err != nil:
 		s.log.Error("change egress rules", "thread", id, "err", err)
-		writeJSONError(w, http.StatusInternalServerError, wire.CodeInternal, err.Error())
+		httpjson.Error(w, http.StatusInternalServerError, wire.CodeInternal, err.Error())
 	default:
-		writeJSON(w, http.StatusOK, info)
+		httpjson.Write(w, http.StatusOK, info)
 	}
 }
 

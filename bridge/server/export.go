@@ -1,10 +1,10 @@
 package server
 
 import (
-	"fmt"
 	"net/http"
 	"strconv"
 
+	"github.com/boxwire/boxwire/bridge/internal/httpjson"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -19,11 +19,11 @@ func (s *Server) exportEvents(w http.ResponseWriter, r *http.Request) {
 		after, err = 0, nil
 	}
 	if err != nil {
-		writeJSONError(w, http.StatusBadRequest, wire.CodeBadMessage, "after must be a seq number")
+		httpjson.Error(w, http.StatusBadRequest, wire.CodeBadMessage, "after must be a seq number")
 		return
 	}
 	if _, ok, err := s.cfg.Store.Get(r.Context(), id); err != nil || (!ok && s.lookup(id) == nil) {
-		writeJSONError(w, http.StatusNotFound, wire.CodeNotFound, fmt.Sprintf("thread %q not found", id))
+		httpjson.NotFound(w, id)
 		return
 	}
 	s.db.Flush()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/boxwire/boxwire/bridge/internal/httpjson"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -55,12 +56,12 @@ func (s *Server) writeMoveError(w http.ResponseWriter, id string, err error) {
 	var werr wire.Error
 	switch {
 	case errors.Is(err, errNoThread):
-		writeJSONError(w, http.StatusNotFound, wire.CodeNotFound, fmt.Sprintf("thread %q not found", id))
+		httpjson.NotFound(w, id)
 	case errors.As(err, &werr):
 		status, env := httpError(err)
-		writeJSONError(w, status, env.Code, env.Message)
+		httpjson.Error(w, status, env.Code, env.Message)
 	default:
 		s.log.Error("change thread image", "thread", id, "err", err)
-		writeJSONError(w, http.StatusInternalServerError, wire.CodeInternal, err.Error())
+		httpjson.Error(w, http.StatusInternalServerError, wire.CodeInternal, err.Error())
 	}
 }

@@ -3,13 +3,11 @@ package server
 import (
 	"context"
 	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +16,8 @@ import (
 	"github.com/boxwire/boxwire/bridge/boxdir"
 	"github.com/boxwire/boxwire/bridge/egress"
 	"github.com/boxwire/boxwire/bridge/fleet"
+	"github.com/boxwire/boxwire/bridge/hostcheck"
+	"github.com/boxwire/boxwire/bridge/internal/httpjson"
 	"github.com/boxwire/boxwire/bridge/llmproxy"
 	"github.com/boxwire/boxwire/bridge/policy"
 	"github.com/boxwire/boxwire/bridge/rollout"
@@ -61,7 +61,7 @@ type Config struct {
 	MaxUploadBytes int64
 	// AllowedHosts are the host names (besides IP addresses and
 	// localhost) that clients may name in their Host header; "*" allows
-	// any. Others get 421 (hostcheck.go), which keeps DNS-rebound pages
+	// any. Others get 421 (bridge/hostcheck), which keeps DNS-rebound pages
 	// out.
 	AllowedHosts []string
 	// OIDC, when set, also accepts bearer JWTs of an identity provider
@@ -112,11 +112,8 @@ type Config struct {
 	Reload       <-chan os.Signal
 	ReloadImages func() ([]string, error)
 	AgentBinary  string
-	// StoreURL is where the bridge keeps threads, events, users, leases
-	// and approvals (OpenStore): "" for the bbolt file
-	// <DataDir>/boxwire.db, or a postgres:// URL (docs/store.md).
-	StoreURL string
-	// Store keeps thread records; default the store above (see store.go).
+	// Store keeps thread records; default the store file
+	// <DataDir>/boxwire.db (see store.go).
 	Store ThreadStore
 	// Retention bounds the event log in the store file (bridge/store);
 	// zero fields keep everything. Pruning runs every RetentionInterval
@@ -198,7 +195,7 @@ type Server struct {
 	closed  bool
 	threads map[string]*thread
 	clients map[*client]struct{}
-	db      store.Backend  // the store (Config.StoreURL); closed by Close
+	db      *store.Store   // the store file; closed by Close
 	events  eventStore     // db, as the threads use it
 	conns   sync.WaitGroup // connection handlers, so Close can wait for them
 	pruner  sync.WaitGroup // the retention goroutine, started by New
@@ -340,9 +337,9 @@ func (s *Server) Handler() http.Handler {
 	s.roll.Routes(mux, u.Admin, u.Audited) // GET and POST /v1/rollout (bridge/rollout)
 	s.web.Routes(mux)                      // browser sessions and the page at / (bridge/web)
 	mux.Handle("/", u.Auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeJSONError(w, http.StatusNotFound, wire.CodeNotFound, "no route for "+r.Method+" "+r.URL.Path)
+		httpjson.Error(w, http.StatusNotFound, wire.CodeNotFound, "no route for "+r.Method+" "+r.URL.Path)
 	})))
-	return s.checkHost(mux) // hostcheck.go
+	return hostcheck.Handler(s.cfg.AllowedHosts, mux) // bridge/hostcheck
 }
 
 // Close stops the fleet's reaper and pool, closes every client and agent
@@ -413,17 +410,6 @@ func (s *Server) lookup(id string) *thread {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.threads[id]
-}
-
-// errorBody is the JSON body of an HTTP error.
-type errorBody struct {
-	Error wire.Error `json:"error"`
-}
-
-func writeJSONError(w http.ResponseWriter, status int, code wire.Code, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(errorBody{Error: wire.Error{Code: code, Message: strings.TrimSpace(msg)}})
 }
 
 // untilClose is ctx, also ended when the server closes. The caller must

@@ -56,7 +56,7 @@ func (s *Server) postThread(w http.ResponseWriter, r *http.Request) {
 		err = json.Unmarshal(body, &req)
 	}
 	if err != nil {
-		writeJSONError(w, http.StatusBadRequest, wire.CodeBadMessage, "body: "+err.Error())
+		httpjson.Error(w, http.StatusBadRequest, wire.CodeBadMessage, "body: "+err.Error())
 		return
 	}
 	ctx, cancel := s.untilClose(r.Context())
@@ -65,11 +65,11 @@ func (s *Server) postThread(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		s.log.Warn("create thread", "err", err)
 		status, env := httpError(err)
-		writeJSONError(w, status, env.Code, env.Message)
+		httpjson.Error(w, status, env.Code, env.Message)
 		return
 	}
 	t.log.Info("thread created", "scope", t.box.Scope(), "box", t.box.ID())
-	writeJSON(w, http.StatusCreated, s.info(r.Context(), t))
+	httpjson.Write(w, http.StatusCreated, s.info(r.Context(), t))
 }
 
 // httpError maps a creation error to a status and a wire error.
@@ -103,7 +103,7 @@ func (s *Server) listThreads(w http.ResponseWriter, r *http.Request) {
 	list.Threads = append(list.Threads, s.suspendedInfos(r.Context())...)                // suspend.go
 	list.Threads = s.users.Filter(r.Context(), list.Threads, r.URL.Query().Get("owner")) // bridge/users
 	sort.Slice(list.Threads, func(i, j int) bool { return list.Threads[i].Created.Before(list.Threads[j].Created) })
-	writeJSON(w, http.StatusOK, list)
+	httpjson.Write(w, http.StatusOK, list)
 }
 
 // getThread answers GET /v1/threads/{id}.
@@ -112,14 +112,14 @@ func (s *Server) getThread(w http.ResponseWriter, r *http.Request) {
 	if rec, ok := s.suspendedRecord(r.Context(), r.PathValue("id")); t == nil && ok { // suspend.go
 		info := s.suspendedInfo(rec)
 		info.Owner = users.OwnerName(rec.Owner)
-		writeJSON(w, http.StatusOK, info)
+		httpjson.Write(w, http.StatusOK, info)
 		return
 	}
 	if t == nil {
 		httpjson.NotFound(w, r.PathValue("id"))
 		return
 	}
-	writeJSON(w, http.StatusOK, s.info(r.Context(), t))
+	httpjson.Write(w, http.StatusOK, s.info(r.Context(), t))
 }
 
 // info describes t, asking the engine whether its sandbox runs.
@@ -156,7 +156,7 @@ func (s *Server) deleteThread(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	if _, ok := s.suspendedRecord(ctx, id); t == nil && ok { // suspend.go: thread, log and volume
 		if err := s.removeSuspended(ctx, id); err != nil {
-			writeJSONError(w, http.StatusInternalServerError, wire.CodeInternal, err.Error())
+			httpjson.Error(w, http.StatusInternalServerError, wire.CodeInternal, err.Error())
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)
@@ -169,7 +169,7 @@ func (s *Server) deleteThread(w http.ResponseWriter, r *http.Request) {
 	s.users.Record(r.Context(), "thread.delete", id, "", r.RemoteAddr)
 	if err := s.removeThread(ctx, t, wire.ErrorEnvelope(id, "", wire.CodeNotFound, "thread deleted")); err != nil {
 		t.log.Error("remove thread", "err", err)
-		writeJSONError(w, http.StatusInternalServerError, wire.CodeInternal, err.Error())
+		httpjson.Error(w, http.StatusInternalServerError, wire.CodeInternal, err.Error())
 		return
 	}
 	t.log.Info("thread deleted")
@@ -197,12 +197,6 @@ func (s *Server) removeThread(ctx context.Context, t *thread, final wire.Envelop
 		err = errors.Join(err, s.fleet.Remove(ctx, t.box))
 	}
 	return err
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
 }
 
 // exitEvent describes a stopped sandbox for its clients (fleet.ExitEvent).

@@ -10,6 +10,8 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/boxwire/boxwire/bridge/internal/hangup"
+	"github.com/boxwire/boxwire/bridge/internal/httpjson"
 	"github.com/boxwire/boxwire/bridge/sandbox"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
@@ -21,7 +23,7 @@ var upgrader = websocket.Upgrader{ReadBufferSize: 4096, WriteBufferSize: 4096}
 // connection; its writer goroutine is waited for before it returns.
 func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	if !s.enter() {
-		writeJSONError(w, http.StatusServiceUnavailable, wire.CodeInternal, "bridge shutting down")
+		httpjson.Error(w, http.StatusServiceUnavailable, wire.CodeInternal, "bridge shutting down")
 		return
 	}
 	defer s.conns.Done()
@@ -43,7 +45,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		reject(conn, errorFor("", helloEnv.ID, err), websocket.ClosePolicyViolation)
 		return
 	}
-	ctx, stopHangup := untilHangup(r.Context(), conn.NetConn()) // hangup.go: a client that leaves stops creation
+	ctx, stopHangup := hangup.Watch(r.Context(), conn.NetConn()) // bridge/internal/hangup: a client that leaves stops creation
 	t, err := s.threadFor(ctx, hello)
 	stopHangup()
 	if err != nil {

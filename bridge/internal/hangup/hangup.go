@@ -1,4 +1,8 @@
-package server
+// Package hangup tells when the peer of a connection has hung up without
+// reading from it: the bridge watches a client whose thread is being
+// created (bridge/server ws.go), so a client that leaves stops the
+// creation it asked for.
+package hangup
 
 import (
 	"context"
@@ -10,19 +14,20 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// hangupPoll is how often a connection whose thread is being created is
-// checked for a peer that hung up.
-const hangupPoll = 25 * time.Millisecond
+// poll is how often a watched connection is checked for a peer that hung
+// up.
+const poll = 25 * time.Millisecond
 
-// untilHangup returns a context that ends with parent or when the peer of
-// nc hangs up, whichever comes first. A hijacked WebSocket connection's
+// Watch returns a context that ends with parent or when the peer of nc
+// hangs up, whichever comes first. A hijacked WebSocket connection's
 // request context does not end when its client goes, so without this a
 // client that says hello for a new thread and hangs up at once would still
 // get its thread and sandbox, and thirty such hellos would fill the
 // sandbox limit. It reads nothing from nc (it only peeks), so what the
 // client sent stays for the relay. The returned stop ends the watch and
-// waits for its goroutine; call it when creation is over.
-func untilHangup(parent context.Context, nc net.Conn) (context.Context, context.CancelFunc) {
+// waits for its goroutine; call it when creation is over. A connection
+// that is not a socket (no syscall.Conn) is never seen to hang up.
+func Watch(parent context.Context, nc net.Conn) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(parent)
 	sc, ok := nc.(syscall.Conn)
 	if !ok {
@@ -35,7 +40,7 @@ func untilHangup(parent context.Context, nc net.Conn) (context.Context, context.
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		tick := time.NewTicker(hangupPoll)
+		tick := time.NewTicker(poll)
 		defer tick.Stop()
 		for {
 			select {
