@@ -109,7 +109,29 @@ type Backend interface {
 	// (the newest always stays). It returns the ids it deleted.
 	Prune(now time.Time, live func(id string) bool) (PruneStats, []string, error)
 
+	// Ping reports whether the store can be used now (the database
+	// answers; the file is open): a bridge's readiness.
+	Ping(ctx context.Context) error
+
 	Close() error
+}
+
+// Notice says a thread's log grew to Seq (Listener). Resync, with no
+// thread, says notices may have been missed (the listener connected
+// again): read again whatever is followed.
+type Notice struct {
+	Thread string
+	Seq    uint64
+	Resync bool
+}
+
+// Listener is a store that tells of appends committed by any of the
+// stores (bridges) that share it, for live fan-out to clients of a bridge
+// that does not relay the thread itself. pgstore.Store is one (LISTEN/
+// NOTIFY); the bbolt store, one process, has no need.
+type Listener interface {
+	// Listen calls f for commits until ctx ends, then returns its error.
+	Listen(ctx context.Context, f func(Notice)) error
 }
 
 // Leases are the threads' leases; see Backend and Lease.

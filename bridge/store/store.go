@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -275,4 +276,9 @@ func seqKey(seq uint64) []byte {
 	k := make([]byte, 8)
 	binary.BigEndian.PutUint64(k, seq)
 	return k
+}
+
+// Ping reports whether the store file is open.
+func (s *Store) Ping(context.Context) error {
+	return s.db.View(func(*bolt.Tx) error { return nil })
 }

@@ -108,6 +108,7 @@ func writes(batch []store.Item, last map[string]uint64, deleted map[string]bool,
 			ts, ss = append(ts, t), append(ss, int64(s))
 		}
 		b.Queue(updateLogsSQL, ts, ss, now)
+		b.Queue(notifySQL, ts, ss) // listen.go
 	}
 	if len(cursors) > 0 {
 		ts, cs := columns(cursors)

@@ -158,6 +158,57 @@ func TestDeletionSeenByOtherBridges(t *testing.T) {
 	}
 }
 
+// A store listening on the database hears of every thread's appends that
+// another store (bridge) commits: first a resync notice once it listens,
+// then the newest seq of each commit, until its context ends.
+func TestListenAcrossBridges(t *testing.T) {
+	t.Parallel()
+	url := newDatabase(t)
+	a, b := open(t, url, store.Options{}), open(t, url, store.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	notices := make(chan store.Notice, 100)
+	ended := make(chan error, 1)
+	go func() { ended <- b.Listen(ctx, func(n store.Notice) { notices <- n }) }()
+	defer func() {
+		cancel()
+		if err := <-ended; !errors.Is(err, context.Canceled) {
+			t.Errorf("Listen ended with %v, want context.Canceled", err)
+		}
+	}()
+	if n := awaitNotice(t, notices, func(n store.Notice) bool { return true }); !n.Resync {
+		t.Fatalf("first notice %+v, want a resync", n)
+	}
+	done := make(chan error, 3)
+	for seq := uint64(1); seq <= 3; seq++ {
+		a.Append("t1", ev(seq, "x"), func(err error) { done <- err })
+	}
+	a.AppendNext("t2", ev(0, "y"), func(_ uint64, err error) { done <- err })
+	for range 4 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	awaitNotice(t, notices, func(n store.Notice) bool { return n.Thread == "t1" && n.Seq == 3 })
+	awaitNotice(t, notices, func(n store.Notice) bool { return n.Thread == "t2" && n.Seq == 1 })
+}
+
+// awaitNotice returns the first notice that match accepts, failing t
+// after 30s.
+func awaitNotice(t *testing.T, ch <-chan store.Notice, match func(store.Notice) bool) store.Notice {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case n := <-ch:
+			if match(n) {
+				return n
+			}
+		case <-deadline:
+			t.Fatal("no matching notice within 30s")
+		}
+	}
+}
+
 func TestIsURL(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string]bool{

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 	"sync"
@@ -294,5 +295,24 @@ func testSyncInterval(t *testing.T, cfg Config) {
 	s = open(t, o, store.Options{})
 	if last, err := s.LastSeq("t1"); err != nil || last != 300 {
 		t.Fatalf("LastSeq = %d, %v; want 300", last, err)
+	}
+}
+
+// Ping answers nil while the store is open and an error once it is closed.
+func testPing(t *testing.T, cfg Config) {
+	s, err := cfg.New(t)(store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.Ping(ctx); err != nil {
+		t.Fatalf("Ping of an open store: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Ping(ctx); err == nil {
+		t.Fatal("Ping of a closed store: nil")
 	}
 }

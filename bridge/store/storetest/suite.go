@@ -38,6 +38,7 @@ func Run(t *testing.T, cfg Config) {
 		{"RacingWritersGetConsecutiveSeqs", testRacingWriters},
 		{"AppendAfterCloseFails", testAppendAfterCloseFails},
 		{"SyncInterval", testSyncInterval},
+		{"Ping", testPing},
 		{"Prune", testPrune},
 		{"AgentCursor", testAgentCursor},
 		{"Inflight", testInflight},
