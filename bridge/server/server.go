@@ -112,8 +112,11 @@ type Config struct {
 	Reload       <-chan os.Signal
 	ReloadImages func() ([]string, error)
 	AgentBinary  string
-	// Store keeps thread records; default the store file
-	// <DataDir>/boxwire.db (see store.go).
+	// StoreURL is where the bridge keeps threads, events, users, leases
+	// and approvals (OpenStore): "" for the bbolt file
+	// <DataDir>/boxwire.db, or a postgres:// URL (docs/store.md).
+	StoreURL string
+	// Store keeps thread records; default the store above (see store.go).
 	Store ThreadStore
 	// Retention bounds the event log in the store file (bridge/store);
 	// zero fields keep everything. Pruning runs every RetentionInterval
@@ -195,7 +198,7 @@ type Server struct {
 	closed  bool
 	threads map[string]*thread
 	clients map[*client]struct{}
-	db      *store.Store   // the store file; closed by Close
+	db      store.Backend  // the store (Config.StoreURL); closed by Close
 	events  eventStore     // db, as the threads use it
 	conns   sync.WaitGroup // connection handlers, so Close can wait for them
 	pruner  sync.WaitGroup // the retention goroutine, started by New
