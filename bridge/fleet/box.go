@@ -358,15 +358,16 @@ func (f *Fleet) startBox(ctx context.Context, b *Box) (err error) {
 		return fmt.Errorf("create sandbox: %w", err)
 	}
 	b.res.setSandbox(sb.ID)
-	f.recordImage(ctx, b) // lifecycle.go
+	f.rep.recordImage(ctx, b) // lifecycle.go
 	log.Info("sandbox created", "sandbox", sb.ID, "image", b.Image(), "scope", b.scope, "runtime", b.runtime)
 	return nil
 }
 
-// labels are the labels of b's container and volume.
-func (f *Fleet) labels(b *Box) map[string]string {
+// labels are the labels of b's container and volume, a sandbox of the
+// bridge bridgeID.
+func (b *Box) labels(bridgeID string) map[string]string {
 	l := map[string]string{
-		sandbox.LabelOwner:   f.cfg.BridgeID,
+		sandbox.LabelOwner:   bridgeID,
 		sandbox.LabelScope:   string(b.scope),
 		sandbox.LabelBox:     b.id,
 		sandbox.LabelCreated: b.created.Format(time.RFC3339),
@@ -402,7 +403,7 @@ func (f *Fleet) spec(b *Box) sandbox.Spec {
 		Image:           b.Image(),
 		Runtime:         b.runtime,
 		Env:             env,
-		Labels:          f.labels(b),
+		Labels:          b.labels(f.cfg.BridgeID),
 		SocketDir:       b.res.dirs.Bridge,
 		AgentDir:        b.res.dirs.Agent,
 		WorkspaceVolume: "boxwire-ws-" + b.id,

@@ -15,6 +15,7 @@ import (
 	"github.com/boxwire/boxwire/bridge/egress"
 	"github.com/boxwire/boxwire/bridge/fleet/boxproxy"
 	"github.com/boxwire/boxwire/bridge/fleet/greet"
+	"github.com/boxwire/boxwire/bridge/fleet/pace"
 	"github.com/boxwire/boxwire/bridge/fleet/records"
 	"github.com/boxwire/boxwire/bridge/internal/keyed"
 	"github.com/boxwire/boxwire/bridge/llmproxy"
@@ -79,7 +80,7 @@ type Config struct {
 	// IdleTTL, MaxLifetime, ThreadTTL, RecycleGrace, ReapInterval: see
 	// server.Config.
 	IdleTTL, MaxLifetime, ThreadTTL, RecycleGrace, ReapInterval time.Duration
-	// Rollout paces how live sandboxes move to a rebuilt image (rollout.go).
+	// Rollout paces how live sandboxes move to a rebuilt image (pace).
 	Rollout RolloutConfig
 	// AgentBinary, when set, is a host file mounted read-only over the
 	// image's agent binary in every new sandbox (sandbox.Spec.AgentBinary):
@@ -171,13 +172,15 @@ type Fleet struct {
 	// (reconcile.go), working on these boxes.
 	reaper reaper
 	rec    reconciler
+	rep    replacer // replacing boxes' sandboxes (lifecycle.go)
 	// greeter greets agents; rules keeps the boxes' own egress rules
 	// (egress.go).
 	greeter *greet.Greeter
 	rules   boxRules
-	// roll is the rollout to rebuilt images and the image allowlist
-	// (rollout.go).
-	roll rollout
+	// roll is the rollout to rebuilt images (bridge/fleet/pace), allowed
+	// the images besides Config.Image a thread may use (SetImages).
+	roll    *pace.Rollout
+	allowed []string
 }
 
 // New checks cfg and returns a fleet with its reaper (and pool filler)
@@ -206,7 +209,7 @@ func New(cfg Config) (*Fleet, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &Fleet{cfg: cfg, log: log, ctx: ctx, cancel: cancel, boxes: map[string]*Box{}}
-	f.reaper.f, f.rec.f, f.rules.f = f, f, f
+	f.reaper.f, f.rec.f, f.rules.f, f.rep.f = f, f, f, f
 	f.book = records.Book{Store: cfg.Records, Log: log}
 	f.px = boxproxy.New(boxproxy.Config{LLM: cfg.LLM, Token: cfg.Token, UsageEvents: cfg.UsageEvents,
 		LLMAdmit: cfg.LLMAdmit, LLMUsage: cfg.LLMUsage, Egress: cfg.Egress, EgressThreadMax: cfg.EgressThreadMax,
@@ -214,7 +217,7 @@ func New(cfg Config) (*Fleet, error) {
 		Publish: f.publish, Rules: f.rules.of})
 	f.greeter = greet.New(greet.Config{Software: cfg.Software, Engine: cfg.Manager, Posture: cfg.Posture,
 		Token: f.px.SandboxToken, Logger: log})
-	f.roll.init(f) // rollout.go
+	f.roll, f.allowed = pace.New(cfg.Rollout), slices.Clone(cfg.Images)
 	f.bg.Add(1)
 	go f.reaper.reap()
 	f.pool.startPool(f) // pool.go
@@ -332,13 +335,13 @@ func (f *Fleet) publish(id string, env wire.Envelope) {
 	}
 }
 
-// every calls fn with the time every interval until the fleet stops.
-func (f *Fleet) every(interval time.Duration, fn func(now time.Time)) {
+// every calls fn with the time every interval until ctx ends.
+func every(ctx context.Context, interval time.Duration, fn func(now time.Time)) {
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
 	for {
 		select {
-		case <-f.ctx.Done():
+		case <-ctx.Done():
 			return
 		case now := <-ticker.C:
 			fn(now)

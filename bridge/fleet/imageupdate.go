@@ -55,13 +55,13 @@ func (rp *reaper) checkImages(ctx context.Context) {
 		now[ref] = id
 	}
 	f.mu.Lock()
-	f.roll.learnLocked(now)
-	due := f.roll.dueLocked(boxes, time.Now())
+	f.roll.Learn(now)
+	due := rp.dueLocked(boxes, time.Now())
 	f.mu.Unlock()
 	f.pool.drainStale() // pool.go
 	for _, b := range due {
 		f.mu.Lock()
-		cur, busy, moving, want := b.imageID, f.boxBusy(b), b.moving, f.roll.latest[b.Image()]
+		cur, busy, moving, want := b.imageID, b.busy(), b.moving, f.roll.Latest(b.Image())
 		f.mu.Unlock()
 		if busy { // a turn started meanwhile: it finishes on this build
 			continue
@@ -70,7 +70,7 @@ func (rp *reaper) checkImages(ctx context.Context) {
 		if moving {
 			msg = fmt.Sprintf("image changed to %s (%s)", b.Image(), shortID(want))
 		}
-		f.recycle(ctx, b, wire.SandboxExited{Reason: wire.ExitImageUpdate, Message: msg})
+		f.rep.recycle(ctx, b, wire.SandboxExited{Reason: wire.ExitImageUpdate, Message: msg})
 	}
 }
 

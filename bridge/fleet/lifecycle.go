@@ -16,9 +16,16 @@ import (
 // engine may report the exit a moment after the socket closes.
 const inspectWait = 3 * time.Second
 
-// boxBusy reports whether any member of b is working. The caller holds
-// f.mu.
-func (f *Fleet) boxBusy(b *Box) bool {
+// replacer replaces the sandboxes of the fleet's boxes: on purpose
+// (recycle: maximum lifetime, image update) or for a member whose sandbox
+// went away (recreate), and finds out why a shared one stopped
+// (sharedExit). It keeps no state of its own beyond Box's replacement
+// fields, under the fleet's lock.
+type replacer struct{ f *Fleet }
+
+// busy reports whether any member of b is working. The caller holds the
+// Fleet's mutex.
+func (b *Box) busy() bool {
 	for _, m := range b.members {
 		if m.Working() {
 			return true
@@ -55,7 +62,7 @@ func (f *Fleet) LossCause(ctx context.Context, b *Box, id string) (ev wire.Sandb
 	case old != "" && old != cur:
 		return last, true
 	case b.scope == wire.ScopeAssistant:
-		return f.sharedExit(ctx, b, old)
+		return f.rep.sharedExit(ctx, b, old)
 	}
 	return wire.SandboxExited{}, false
 }
@@ -63,7 +70,8 @@ func (f *Fleet) LossCause(ctx context.Context, b *Box, id string) (ev wire.Sandb
 // sharedExit polls the engine briefly about old, the shared sandbox of b a
 // member's agent ran in: it reports why it stopped, or why another member
 // already replaced it; stopped is false when it seems to run on.
-func (f *Fleet) sharedExit(ctx context.Context, b *Box, old string) (ev wire.SandboxExited, stopped bool) {
+func (rep replacer) sharedExit(ctx context.Context, b *Box, old string) (ev wire.SandboxExited, stopped bool) {
+	f := rep.f
 	ctx, cancel := context.WithTimeout(ctx, inspectWait)
 	defer cancel()
 	current := func() (string, wire.SandboxExited) {
@@ -105,7 +113,7 @@ func (f *Fleet) Replace(ctx context.Context, b *Box, id string, why wire.Sandbox
 	f.mu.Lock()
 	old := b.linked[id]
 	f.mu.Unlock()
-	sbID, err := f.recreate(ctx, b, old, why)
+	sbID, err := f.rep.recreate(ctx, b, old, why)
 	if err != nil {
 		return "", nil, err
 	}
@@ -120,7 +128,8 @@ func (f *Fleet) Replace(ctx context.Context, b *Box, id string, why wire.Sandbox
 // update) so that each of its members replaces it (LossCause, Replace); a
 // box without members gets its new sandbox at once. It blocks for the
 // engine's removal.
-func (f *Fleet) recycle(ctx context.Context, b *Box, why wire.SandboxExited) {
+func (rep replacer) recycle(ctx context.Context, b *Box, why wire.SandboxExited) {
+	f := rep.f
 	f.mu.Lock()
 	if b.gone || b.planned != nil {
 		f.mu.Unlock()
@@ -135,7 +144,7 @@ func (f *Fleet) recycle(ctx context.Context, b *Box, why wire.SandboxExited) {
 	f.mu.Unlock()
 	f.log.Info("recycling sandbox", "box", b.id, "reason", why.Reason, "threads", n, "why", why.Message)
 	if n == 0 {
-		if _, err := f.recreate(ctx, b, old, why); err != nil {
+		if _, err := f.rep.recreate(ctx, b, old, why); err != nil {
 			f.log.Error("recycle sandbox", "box", b.id, "err", err)
 		}
 		return
@@ -152,13 +161,14 @@ func (f *Fleet) recycle(ctx context.Context, b *Box, why wire.SandboxExited) {
 // and creates the next one; later callers (the other members of a shared
 // sandbox) find it done. It returns the current sandbox id. A recycle for
 // the maximum lifetime starts a new lifetime. It blocks for the engine.
-func (f *Fleet) recreate(ctx context.Context, b *Box, old string, why wire.SandboxExited) (string, error) {
+func (rep replacer) recreate(ctx context.Context, b *Box, old string, why wire.SandboxExited) (string, error) {
+	f := rep.f
 	b.recreateMu.Lock()
 	defer b.recreateMu.Unlock()
 	if cur := b.res.sandbox(); old != "" && cur != old {
 		return cur, nil
 	}
-	if err := f.removeRetrying(ctx, b.res.sandbox()); err != nil {
+	if err := f.rep.removeRetrying(ctx, b.res.sandbox()); err != nil {
 		return "", fmt.Errorf("remove the old sandbox: %w", err)
 	}
 	f.mu.Lock()
@@ -174,7 +184,7 @@ func (f *Fleet) recreate(ctx context.Context, b *Box, old string, why wire.Sandb
 		return "", fmt.Errorf("create sandbox: %w", err)
 	}
 	b.res.setSandbox(sb.ID)
-	f.recordImage(ctx, b)
+	f.rep.recordImage(ctx, b)
 	f.log.Info("sandbox recreated", "box", b.id, "sandbox", sb.ID, "reason", why.Reason)
 	return sb.ID, nil
 }
@@ -182,7 +192,8 @@ func (f *Fleet) recreate(ctx context.Context, b *Box, old string, why wire.Sandb
 // removeRetrying removes sandbox id, trying again for a few seconds while
 // the engine refuses (a removal already in progress, a container still
 // stopping).
-func (f *Fleet) removeRetrying(ctx context.Context, id string) error {
+func (rep replacer) removeRetrying(ctx context.Context, id string) error {
+	f := rep.f
 	var err error
 	for range 10 {
 		if err = f.cfg.Manager.Remove(ctx, id); err == nil {
@@ -199,7 +210,8 @@ func (f *Fleet) removeRetrying(ctx context.Context, id string) error {
 
 // recordImage notes the image id b's sandbox runs, when the manager can
 // tell (sandbox.ImageResolver).
-func (f *Fleet) recordImage(ctx context.Context, b *Box) {
+func (rep replacer) recordImage(ctx context.Context, b *Box) {
+	f := rep.f
 	res, ok := f.cfg.Manager.(sandbox.ImageResolver)
 	if !ok {
 		return

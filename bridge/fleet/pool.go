@@ -124,7 +124,7 @@ func (p *warmPool) trimPool(now time.Time) {
 		}
 		kept := p.ready[key][:0]
 		for _, b := range p.ready[key] {
-			if idle || !now.Before(b.created.Add(p.f.cfg.MaxLifetime/2)) || p.f.roll.staleLocked(b.image, b.imageID) {
+			if idle || !now.Before(b.created.Add(p.f.cfg.MaxLifetime/2)) || p.f.roll.Stale(b.image, b.imageID) {
 				drop = append(drop, b)
 				continue
 			}
@@ -146,7 +146,7 @@ func (p *warmPool) drainStale() {
 	for key, ready := range p.ready {
 		kept := ready[:0]
 		for _, b := range ready {
-			if p.f.roll.staleLocked(b.image, b.imageID) {
+			if p.f.roll.Stale(b.image, b.imageID) {
 				drop = append(drop, b)
 				continue
 			}
@@ -174,7 +174,7 @@ func (p *warmPool) learnImage(ctx context.Context, image string) {
 		return // the claim goes on with what the last look found
 	}
 	p.f.mu.Lock()
-	p.f.roll.learnLocked(map[string]string{image: id})
+	p.f.roll.Learn(map[string]string{image: id})
 	p.f.mu.Unlock()
 }
 
@@ -240,7 +240,7 @@ func (p *warmPool) fillPool(key string) (err error) {
 	}
 	b.res.sandboxID = sb.ID
 	// lifecycle.go: a rebuild of its image drains it (drainStale)
-	p.f.recordImage(ctx, b)
+	p.f.rep.recordImage(ctx, b)
 	conn, err := b.res.greet(ctx, p.f.greeter, id, false) // no token until a thread takes it
 	if err != nil {
 		return err
@@ -313,7 +313,7 @@ func (p *warmPool) takePooled(key, threadID string, idleTTL time.Duration) *Box 
 	ready := p.ready[key]
 	// A sandbox on an older build of its image stays for the filler to
 	// remove (trimPool), and the thread gets a new one.
-	i := slices.IndexFunc(ready, func(b *Box) bool { return !p.f.roll.staleLocked(b.image, b.imageID) })
+	i := slices.IndexFunc(ready, func(b *Box) bool { return !p.f.roll.Stale(b.image, b.imageID) })
 	if p.f.closed || i < 0 {
 		return nil
 	}

@@ -21,7 +21,7 @@ type reaper struct{ f *Fleet }
 // suspended for ThreadTTL. It is started by New and waited for by Stop.
 func (rp *reaper) reap() {
 	defer rp.f.bg.Done()
-	rp.f.every(rp.f.cfg.ReapInterval, rp.reapOnce)
+	every(rp.f.ctx, rp.f.cfg.ReapInterval, rp.reapOnce)
 }
 
 // plannedTimeout bounds waiting for a box's threads to replace the sandbox
@@ -73,23 +73,23 @@ func (rp *reaper) reapOnce(now time.Time) {
 		case reapExpire:
 			err = rp.expire(ctx, d.b, d.ev)
 		case reapRecycle:
-			rp.f.recycle(ctx, d.b, d.ev) // lifecycle.go
+			rp.f.rep.recycle(ctx, d.b, d.ev) // lifecycle.go
 		case reapSuspend:
-			err = rp.f.suspend(ctx, d.b, d.ev) // suspend.go
+			err = rp.suspend(ctx, d.b, d.ev) // suspend.go
 		}
 		if err != nil {
 			rp.f.log.Error("reap sandbox", "box", d.b.id, "reason", d.ev.Reason, "err", err)
 		}
 	}
-	rp.checkImages(ctx)   // imageupdate.go
-	rp.f.retire(ctx, now) // suspend.go
+	rp.checkImages(ctx) // imageupdate.go
+	rp.retire(ctx, now) // suspend.go
 }
 
 // decide says what is due for b at now. A box whose threads work (a turn
 // or tool call runs) counts as used; past its maximum lifetime it waits for
 // the work to end, up to RecycleGrace. The caller holds rp.f.mu.
 func (rp *reaper) decide(b *Box, now time.Time) (reapAction, wire.SandboxExited) {
-	busy := rp.f.boxBusy(b) // lifecycle.go
+	busy := b.busy() // lifecycle.go
 	if busy || rp.inUse(b) {
 		b.lastUsed = now
 	}

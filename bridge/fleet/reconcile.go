@@ -137,7 +137,7 @@ func (rc *reconciler) adopt(ctx context.Context, sb sandbox.Sandbox, now time.Ti
 		rc.f.mu.Unlock()
 		return err
 	}
-	rc.f.recordImage(ctx, b) // lifecycle.go
+	rc.f.rep.recordImage(ctx, b) // lifecycle.go
 	return nil
 }
 

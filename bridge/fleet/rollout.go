@@ -7,11 +7,13 @@ import (
 	"slices"
 	"time"
 
+	"github.com/boxwire/boxwire/bridge/fleet/pace"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
 // Rollouts: how sandboxes move to a new build of their image (a rebuild
-// under the same tag, `make image`) or to another image (MoveImage).
+// under the same tag, `make image`) or to another image (MoveImage), at
+// the pace bridge/fleet/pace keeps.
 // checkImages (imageupdate.go) resolves the image references in use on
 // every reaper tick and hands the result here: pooled sandboxes on an old
 // build are drained at once and the pool refills (pool.go: drainStale,
@@ -20,94 +22,31 @@ import (
 
 // DefaultRolloutInterval is the pause between two batches of a rollout
 // with a batch size.
-const DefaultRolloutInterval = 30 * time.Second
+const DefaultRolloutInterval = pace.DefaultInterval
 
-// RolloutConfig paces a rollout. The zero value moves every idle sandbox
-// on the tick that finds its image rebuilt.
-type RolloutConfig struct {
-	// Batch is how many live sandboxes start moving per Interval; 0: all
-	// idle ones at once.
-	Batch int
-	// Interval is the pause between batches (with Batch set); 0:
-	// DefaultRolloutInterval. Batches start on reaper ticks, so a pause
-	// shorter than the reap interval is one tick.
-	Interval time.Duration
-	// Paused starts the fleet with live sandboxes held on their build
-	// (the pool still refills with the new one).
-	Paused bool
-}
+// RolloutConfig paces a rollout (pace.Config). The zero value moves every
+// idle sandbox on the tick that finds its image rebuilt.
+type RolloutConfig = pace.Config
 
-// rollout is the fleet's rollout state and its image allowlist. Its fields
-// are guarded by Fleet.mu.
-type rollout struct {
-	f       *Fleet
-	paused  bool
-	last    time.Time         // when the last batch started
-	latest  map[string]string // image reference → the id it named at the last look
-	allowed []string          // the images besides Config.Image a thread may use (SetImages)
-}
-
-func (r *rollout) init(f *Fleet) {
-	r.f, r.paused, r.latest = f, f.cfg.Rollout.Paused, map[string]string{}
-	r.allowed = slices.Clone(f.cfg.Images)
-}
-
-// interval is the pause between batches.
-func (r *rollout) interval() time.Duration {
-	return cmp.Or(r.f.cfg.Rollout.Interval, DefaultRolloutInterval)
-}
-
-// learnLocked records what image references name now (ids by reference;
-// a reference that could not be resolved is left out). The caller holds
-// f.mu.
-func (r *rollout) learnLocked(ids map[string]string) {
-	for ref, id := range ids {
-		if id != "" {
-			r.latest[ref] = id
-		}
-	}
-}
-
-// staleLocked reports whether a sandbox of image reference ref running
-// image id runs an older build than ref names (as last looked up). The
-// caller holds f.mu.
-func (r *rollout) staleLocked(ref, id string) bool {
-	want := r.latest[ref]
-	return want != "" && id != "" && id != want
-}
-
-// dueLocked picks, of boxes, those to replace now: every idle box moved
-// to another image (MoveImage), and the idle boxes on an old build at the
-// rollout's pace — none while paused, all without a batch size, else at
-// most Batch (oldest first) once Interval has passed since the last
-// batch. A box whose member works waits for a later tick. The caller
-// holds f.mu.
-func (r *rollout) dueLocked(boxes []*Box, now time.Time) (due []*Box) {
-	var stale []*Box
+// dueLocked picks, of boxes, those to replace now (pace.Rollout.Due):
+// every idle box moved to another image (MoveImage), and the idle boxes
+// on an old build at the rollout's pace. A box whose member works waits
+// for a later tick. The caller holds f.mu.
+func (rp *reaper) dueLocked(boxes []*Box, now time.Time) []*Box {
+	var idle []*Box
+	var sbs []pace.Sandbox
 	for _, b := range boxes {
-		if b.gone || b.planned != nil || r.f.boxBusy(b) {
+		if b.gone || b.planned != nil || b.busy() {
 			continue
 		}
-		want := r.latest[b.Image()]
-		switch {
-		case b.moving && (want == "" || want != b.imageID):
-			due = append(due, b)
-		case r.staleLocked(b.Image(), b.imageID):
-			stale = append(stale, b)
-		}
+		idle = append(idle, b)
+		sbs = append(sbs, pace.Sandbox{Image: b.Image(), ImageID: b.imageID, Moving: b.moving, Created: b.created})
 	}
-	if r.paused || len(stale) == 0 {
-		return due
+	var due []*Box
+	for _, i := range rp.f.roll.Due(sbs, now) {
+		due = append(due, idle[i])
 	}
-	if n := r.f.cfg.Rollout.Batch; n > 0 {
-		if !r.last.IsZero() && now.Sub(r.last) < r.interval() {
-			return due
-		}
-		slices.SortFunc(stale, func(a, b *Box) int { return a.created.Compare(b.created) })
-		stale = stale[:min(n, len(stale))]
-		r.last = now
-	}
-	return append(due, stale...)
+	return due
 }
 
 // RolloutStatus is what GET /v1/rollout shows: the pace, whether it is
@@ -139,14 +78,14 @@ type ImageUsage struct {
 func (f *Fleet) Rollout() RolloutStatus {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	st := RolloutStatus{Paused: f.roll.paused, Batch: f.cfg.Rollout.Batch, Images: []ImageUsage{}}
+	st := RolloutStatus{Paused: f.roll.Paused(), Batch: f.roll.Batch(), Images: []ImageUsage{}}
 	if st.Batch > 0 {
-		st.Interval = f.roll.interval().String()
+		st.Interval = f.roll.Interval().String()
 	}
 	use := map[string]*ImageUsage{}
 	of := func(ref string) *ImageUsage {
 		if use[ref] == nil {
-			use[ref] = &ImageUsage{Image: ref, ImageID: f.roll.latest[ref]}
+			use[ref] = &ImageUsage{Image: ref, ImageID: f.roll.Latest(ref)}
 		}
 		return use[ref]
 	}
@@ -162,7 +101,7 @@ func (f *Fleet) Rollout() RolloutStatus {
 		u := of(b.Image())
 		u.Sandboxes++
 		u.Threads += len(b.members)
-		if b.moving || f.roll.staleLocked(b.Image(), b.imageID) {
+		if b.moving || f.roll.Stale(b.Image(), b.imageID) {
 			u.Behind++
 		}
 	}
@@ -184,10 +123,9 @@ func (f *Fleet) Rollout() RolloutStatus {
 func (f *Fleet) PauseRollout(paused bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.roll.paused != paused {
+	if f.roll.Pause(paused) {
 		f.log.Info("rollout", "paused", paused)
 	}
-	f.roll.paused = paused
 }
 
 // SetImages replaces the images a thread may ask for besides the default
@@ -196,14 +134,14 @@ func (f *Fleet) PauseRollout(paused bool) {
 func (f *Fleet) SetImages(images []string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.roll.allowed = slices.Clone(images)
+	f.allowed = slices.Clone(images)
 }
 
 // images is the allowlist: the default image and the others allowed.
 func (f *Fleet) images() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]string{f.cfg.Image}, f.roll.allowed...)
+	return append([]string{f.cfg.Image}, f.allowed...)
 }
 
 // MoveImage gives box boxID the image reference image, which must be
@@ -238,10 +176,10 @@ func (f *Fleet) MoveImage(ctx context.Context, boxID, image string) (prev string
 		return prev, ids, err
 	}
 	f.mu.Lock()
-	busy := f.boxBusy(live)
+	busy := live.busy()
 	f.mu.Unlock()
 	if !busy {
-		f.recycle(ctx, live, wire.SandboxExited{Reason: wire.ExitImageUpdate,
+		f.rep.recycle(ctx, live, wire.SandboxExited{Reason: wire.ExitImageUpdate,
 			Message: fmt.Sprintf("image changed from %s to %s", prev, image)})
 	}
 	return prev, ids, nil

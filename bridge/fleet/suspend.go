@@ -15,7 +15,8 @@ import (
 // sandbox, its proxies and folders go, and the workspace volume stays for
 // the resumption (Acquire with ResumeOptions) or the thread retention
 // (retire). It blocks for the engine.
-func (f *Fleet) suspend(ctx context.Context, b *Box, ev wire.SandboxExited) error {
+func (rp *reaper) suspend(ctx context.Context, b *Box, ev wire.SandboxExited) error {
+	f := rp.f
 	unlock := f.LockBox(b.id)
 	defer unlock()
 	f.mu.Lock()
@@ -82,7 +83,8 @@ func (f *Fleet) SuspendedRecord(ctx context.Context, id string) (ThreadRecord, b
 
 // retire removes the threads suspended for ThreadTTL or longer, with
 // their logs and workspace volumes.
-func (f *Fleet) retire(ctx context.Context, now time.Time) {
+func (rp *reaper) retire(ctx context.Context, now time.Time) {
+	f := rp.f
 	recs, err := f.book.Expired(ctx, now, f.cfg.ThreadTTL)
 	if err != nil {
 		f.log.Error("thread retention", "err", err)
