@@ -1,6 +1,11 @@
 package cli
 
-import "io"
+import (
+	"flag"
+	"io"
+
+	"github.com/boxwire/boxwire/bridge/wire"
+)
 
 // LineEditor is the line editor the interactive chat uses on a terminal.
 type LineEditor = lineEditor
@@ -11,4 +16,17 @@ func NewLineEditor(rw io.ReadWriter, prompt string, width int) *LineEditor {
 	l := newLineEditor(rw, prompt, nil)
 	_ = l.SetSize(width, 24)
 	return l
+}
+
+// CreateRequest parses args as the client's new-thread flags and returns
+// the create_thread request they ask for.
+func CreateRequest(args []string) (*wire.CreateThread, error) {
+	fs := flag.NewFlagSet("client", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var f createFlags
+	f.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	return f.request()
 }

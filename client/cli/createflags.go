@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"encoding/json"
@@ -58,4 +58,16 @@ func (f *createFlags) request() (*wire.CreateThread, error) {
 		req.Policy = json.RawMessage(data)
 	}
 	return req, nil
+}
+
+// approvalMode maps --auto-approve and --auto-deny to Options.Approvals;
+// --auto-deny wins when both are given.
+func approvalMode(approve, deny bool) string {
+	switch {
+	case deny:
+		return ApprovalsAutoDeny
+	case approve:
+		return ApprovalsAutoApprove
+	}
+	return ApprovalsAsk
 }

@@ -1,8 +1,6 @@
-package main
+package cli_test
 
 import (
-	"flag"
-	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -10,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/boxwire/boxwire/bridge/wire"
+	"github.com/boxwire/boxwire/client/cli"
 )
 
 func TestCreateFlags(t *testing.T) {
@@ -41,14 +40,7 @@ func TestCreateFlags(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
-			fs := flag.NewFlagSet("client", flag.ContinueOnError)
-			fs.SetOutput(io.Discard)
-			var f createFlags
-			f.register(fs)
-			if err := fs.Parse(tc.args); err != nil {
-				t.Fatal(err)
-			}
-			got, err := f.request()
+			got, err := cli.CreateRequest(tc.args)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err %v, want one with %q", err, tc.wantErr)
