@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/boxwire/boxwire/bridge/recordstore"
 	"github.com/boxwire/boxwire/bridge/store"
 )
 
@@ -33,7 +34,7 @@ func openStore(cfg *Config) (store.Backend, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	if cfg.Store == nil {
-		cfg.Store = backendThreads{db}
+		cfg.Store = recordstore.Over(db)
 	}
 	return db, nil
 }
