@@ -8,6 +8,13 @@
 // a second engine implements that interface and nothing above changes. It
 // does not know the bridge's server; the server knows it.
 //
+// Its parts with narrow APIs of their own live in sub-packages, none of
+// which knows the fleet: boxproxy serves each sandbox's LLM and egress
+// proxies, greet greets and claims its agent (posture checked), records
+// asks and updates the stored threads, and pace decides which idle
+// sandboxes move to a rebuilt image when. The fleet keeps the boxes, their
+// lock and everything that changes a box.
+//
 // # The API the server uses
 //
 // A sandbox is a [Box]. Threads are its members ([Member], implemented by
