@@ -53,6 +53,8 @@ type options struct {
 	// store is where threads and events are kept (--store): "" for the
 	// bbolt file <data-dir>/boxwire.db, or a postgres:// URL (checkStore).
 	store string
+	// leaseTTL is how long the bridge's leases last unrenewed (--lease-ttl).
+	leaseTTL time.Duration
 
 	// Rollouts (docs/lifecycle.md): the pace of moving live sandboxes to a
 	// rebuilt image; a file of allowed images re-read on SIGHUP; an agent
@@ -100,6 +102,7 @@ func parseOptions(name string, args []string, getenv func(string) string) (optio
 	fs.IntVar(&o.retention.MaxEvents, "retain-events", envInt(getenv, "BOXWIRE_RETAIN_EVENTS", 0), "keep at most this many newest events per thread (0: all)")
 	fs.Int64Var(&o.retention.MaxBytes, "retain-bytes", int64(envInt(getenv, "BOXWIRE_RETAIN_BYTES", 0)), "keep about this many bytes of newest events per thread (0: all)")
 	fs.DurationVar(&o.storeSync, "store-sync", envDur(getenv, "BOXWIRE_STORE_SYNC", 100*time.Millisecond), "fsync the event store at most this often; 0: before every event is sent (slower; survives power loss)")
+	fs.DurationVar(&o.leaseTTL, "lease-ttl", envDur(getenv, "BOXWIRE_LEASE_TTL", 0), "how long this bridge's leases in the store (its id, its threads) last unrenewed (default 15s)")
 	fs.StringVar(&o.store, "store", getenv("BOXWIRE_STORE"), "where threads, events, users and audit are kept: a postgres:// URL, or the bbolt file (default: <data-dir>/boxwire.db)")
 	fs.IntVar(&o.logOutputCap, "log-output-cap", envInt(getenv, "BOXWIRE_LOG_OUTPUT_CAP", 0), "tool_output bytes of one call kept in the log; the rest stays in the sandbox's output file (0: 256 KiB)")
 	fs.BoolVar(&o.init, "init", getenv("BOXWIRE_INIT") == "1", "run the engine's init as PID 1 (for images without one)")
@@ -200,7 +203,7 @@ func (o options) server(mgr sandbox.Manager, getenv func(string) string, log *sl
 		IdleTTL: o.idleTTL, MaxLifetime: o.maxLifetime, ReapInterval: o.reapInterval,
 		ThreadTTL: o.threadTTL, RecycleGrace: o.recycleGrace,
 		MaxUploadBytes: o.maxUpload, AllowedHosts: o.allowedHosts, UserLimits: o.userLimits,
-		Retention: o.retention, MaxStoredOutput: o.logOutputCap, StoreSync: o.storeSync, StoreURL: o.store,
+		Retention: o.retention, MaxStoredOutput: o.logOutputCap, StoreSync: o.storeSync, StoreURL: o.store, LeaseTTL: o.leaseTTL,
 		EgressThreadMax: o.egressThreadMax, // docs/egress-thread.md
 		Rollout:         o.rollout, AgentBinary: o.agentBinary, ReloadImages: o.allowedImages,
 		TLSCert: o.tlsCert, TLSKey: o.tlsKey, InsecureHTTP: o.insecureHTTP, // docs/web.md

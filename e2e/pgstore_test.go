@@ -3,6 +3,8 @@ package e2e_test
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,9 +21,9 @@ import (
 )
 
 // postgres starts a real PostgreSQL for the test (pgtest: Debian's
-// package, installed when missing, on a loopback port) and returns the URL
-// of a new, empty database on it.
-func postgres(t *testing.T) string {
+// package, installed when missing, on a loopback port) and returns it and
+// the URL of a new, empty database on it.
+func postgres(t *testing.T) (*pgtest.Server, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -38,7 +40,7 @@ func postgres(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return url
+	return srv, url
 }
 
 // openPG opens the test's own store on the bridge's database, as a second
@@ -63,10 +65,12 @@ func openPG(t *testing.T, url string) *pgstore.Store {
 // and answers the stored request once. The log stays 1..N: nothing lost,
 // nothing twice.
 func TestStorePostgresRestart(t *testing.T) {
-	url := postgres(t)
+	_, url := postgres(t)
 	pg := openPG(t, url)
 	e := newEnv(t, faultsScript)
-	b := e.startBridge("BOXWIRE_STORE=" + url)
+	// A short lease: the restarted bridge waits for the killed one's to
+	// run out before it takes the bridge id.
+	b := e.startBridge("BOXWIRE_STORE="+url, "BOXWIRE_LEASE_TTL=2s")
 	e.cleanAtEnd()
 	s := e.dial("")
 	thread := s.conn.Thread()
@@ -92,7 +96,7 @@ func TestStorePostgresRestart(t *testing.T) {
 		})
 	})
 
-	e.startBridge("BOXWIRE_STORE=" + url)
+	e.startBridge("BOXWIRE_STORE="+url, "BOXWIRE_LEASE_TTL=2s")
 	var replayed []uint64
 	echoes := e.dial(thread).echoesUntilDone(id, func(ev wire.Envelope) {
 		if ev.Seq <= before[len(before)-1] {
@@ -113,6 +117,101 @@ func TestStorePostgresRestart(t *testing.T) {
 	if len(after) <= len(before) {
 		t.Errorf("%d events after the restart, %d before", len(after), len(before))
 	}
+}
+
+// Leases and readiness on PostgreSQL: the bridge holds its id's lease and
+// the lease of each thread it relays; a second bridge started with the
+// same id on the same database refuses to run; while PostgreSQL is down
+// GET /readyz answers 503 naming the store, and 200 again once it is back,
+// with the leases taken back; a SIGTERM releases them, so the next start
+// takes the id at once.
+func TestStorePostgresLeasesAndReadiness(t *testing.T) {
+	srv, url := postgres(t)
+	pg := openPG(t, url)
+	e := newEnv(t, faultsScript)
+	lease := []string{"BOXWIRE_STORE=" + url, "BOXWIRE_LEASE_TTL=2s"}
+	b := e.startBridge(lease...)
+	e.cleanAtEnd()
+	if code, body := ready(t, e); code != 200 || body != "ready\n" {
+		t.Fatalf("GET /readyz = %d %q", code, body)
+	}
+	s := e.dial("")
+	thread := s.conn.Thread()
+	if _, done := s.turn("please remember the number 42"); done.Reason != wire.ReasonStop {
+		t.Fatalf("turn ended %q", done.Reason)
+	}
+	held := func() map[string]string {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		ls, err := pg.Leases(ctx)
+		if err != nil {
+			t.Logf("leases: %v", err)
+			return nil
+		}
+		out := map[string]string{}
+		for _, l := range ls {
+			out[l.Thread] = l.Holder
+		}
+		return out
+	}
+	if h := held(); h[thread] != e.id || !strings.HasPrefix(h["bridge/"+e.id], e.id+"/") {
+		t.Fatalf("leases %v: want %s held by %s and the bridge's own", h, thread, e.id)
+	}
+
+	other, err := os.MkdirTemp("", "bw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(other)
+	dup, err := e.launchBridge(append(lease, "BOXWIRE_DATA_DIR="+other)...)
+	if err == nil {
+		dup.stop(t)
+		t.Fatal("a second bridge with the same id started")
+	}
+	if !strings.Contains(err.Error(), "bridge id in use by another running bridge") {
+		t.Fatalf("the second bridge stopped for another reason: %v", err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := srv.Down(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "readyz 503 while PostgreSQL is down", func() bool {
+		code, body := ready(t, e)
+		return code == 503 && strings.Contains(body, "store: ")
+	})
+	if err := srv.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "readyz 200 once PostgreSQL is back", func() bool { code, _ := ready(t, e); return code == 200 })
+	waitFor(t, "the thread's lease taken back", func() bool { return held()[thread] == e.id })
+	if _, done := s.turn("which number did I ask you to remember?"); done.Reason != wire.ReasonStop {
+		t.Fatalf("turn after PostgreSQL came back ended %q", done.Reason)
+	}
+	checkConsecutive(t, "after PostgreSQL came back", e.exportSeqs(thread))
+
+	s.conn.Close()
+	b.stop(t)
+	if h := held(); h[thread] != "" || h["bridge/"+e.id] != "" {
+		t.Fatalf("leases after SIGTERM %v: want none of this bridge's", h)
+	}
+	nb := e.startBridge(lease...)
+	if strings.Contains(nb.logText(), "waiting for it to expire") {
+		t.Errorf("the bridge after a SIGTERM waited for its predecessor's lease")
+	}
+}
+
+// ready asks the bridge's GET /readyz.
+func ready(t *testing.T, e *env) (int, string) {
+	t.Helper()
+	resp, err := http.Get(e.bridge.url + "/readyz")
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
 }
 
 // checkConsecutive fails t unless seqs are 1, 2, … with no gap or repeat.

@@ -129,6 +129,9 @@ type Config struct {
 	// StoreSync is the store's fsync interval (store.Options.SyncInterval):
 	// zero fsyncs every commit before its events are sent.
 	StoreSync time.Duration
+	// LeaseTTL is how long this bridge's leases in the store (its own id,
+	// its threads) last unrenewed; default DefaultLeaseTTL (leases.go).
+	LeaseTTL time.Duration
 
 	// Egress is the egress allowlist (see egress.ParseRules); empty means
 	// sandboxes get no egress proxy and so no network at all.
@@ -201,7 +204,8 @@ type Server struct {
 	db      store.Backend  // the store (Config.StoreURL); closed by Close
 	events  eventStore     // db, as the threads use it
 	conns   sync.WaitGroup // connection handlers, so Close can wait for them
-	pruner  sync.WaitGroup // the retention goroutine, started by New
+	pruner  sync.WaitGroup // the retention and lease goroutines, started by New
+	leases  *leases        // this bridge's leases in the store (leases.go)
 	// llmClient carries every sandbox's LLM proxy calls upstream, so
 	// they share connections; Close closes its idle ones.
 	llmClient *http.Client
@@ -272,6 +276,11 @@ func New(cfg Config) (*Server, error) {
 		db:      db, events: db,
 		llmClient: cfg.LLM.HTTPClient,
 	}
+	s.leases = newLeases(db, cfg.BridgeID, cfg.LeaseTTL, cfg.Logger)
+	if err := s.leases.claimBridge(ctx); err != nil { // a second bridge with this id stops here
+		cancel()
+		return nil, errors.Join(fmt.Errorf("server: %w", err), db.Close())
+	}
 	// Users, keys and the audit log live in the same store (bridge/auth);
 	// bridge/users applies them.
 	authn, err := auth.New(auth.Config{AdminToken: cfg.Token, Store: db, OIDC: cfg.OIDC, Logger: cfg.Logger})
@@ -291,8 +300,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.Join(fmt.Errorf("server: %w", err), db.Close())
 	}
 	s.roll = rollout.API{Fleet: s.fleet, Log: s.log, Image: cfg.Image, Reload: cfg.ReloadImages}
-	s.pruner.Add(1)
+	s.pruner.Add(2)
 	go s.prune()
+	go func() { defer s.pruner.Done(); s.leases.run(ctx, s.liveThreads) }()
 	return s, nil
 }
 
@@ -323,6 +333,7 @@ func (s *Server) fleetConfig() fleet.Config {
 // /v1/threads, GET and DELETE /v1/threads/{id}) and GET /healthz. Everything but /healthz needs the bearer token.
 func (s *Server) Handler() http.Handler {
 	mux, u := http.NewServeMux(), s.users
+	mux.HandleFunc("GET /readyz", s.serveReady) // leases.go
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))
@@ -385,6 +396,9 @@ func (s *Server) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		errs = append(errs, fmt.Errorf("wait for connections: %w", ctx.Err()))
 	}
+	if err := s.leases.release(ctx); err != nil { // another bridge may take the threads now
+		errs = append(errs, fmt.Errorf("release leases: %w", err))
+	}
 	if err := s.db.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("close store: %w", err))
 	}
@@ -394,6 +408,9 @@ func (s *Server) Close(ctx context.Context) error {
 // register records a ready thread in the store and adds it to the server
 // and to its box, unless the server is closing or the box is gone.
 func (s *Server) register(ctx context.Context, t *thread, rec ThreadRecord) error {
+	if err := s.leases.acquire(ctx, t.id); err != nil { // leases.go
+		return err
+	}
 	if err := s.cfg.Store.Put(ctx, rec); err != nil {
 		return fmt.Errorf("store thread: %w", err)
 	}

@@ -108,11 +108,20 @@ func (s *Server) Stop() error {
 // Restart stops the server and starts it again on the same port (for
 // tests of a database that goes away and comes back).
 func (s *Server) Restart(ctx context.Context) error {
-	if err := s.run(ctx, "pg_ctl", "-D", s.data, "-m", "fast", "-w", "stop"); err != nil {
+	if err := s.Down(ctx); err != nil {
 		return err
 	}
-	return s.start(ctx)
+	return s.Up(ctx)
 }
+
+// Down stops the server (fast shutdown: clients are disconnected) and
+// keeps its folder; Up starts it again on the same port.
+func (s *Server) Down(ctx context.Context) error {
+	return s.run(ctx, "pg_ctl", "-D", s.data, "-m", "fast", "-w", "stop")
+}
+
+// Up starts a server Down stopped and waits until it accepts connections.
+func (s *Server) Up(ctx context.Context) error { return s.start(ctx) }
 
 // URL is the address of database db on the server.
 func (s *Server) URL(db string) string {

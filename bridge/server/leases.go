@@ -1,0 +1,194 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/boxwire/boxwire/bridge/store"
+)
+
+// DefaultLeaseTTL is how long a bridge's leases last unrenewed
+// (Config.LeaseTTL); they are renewed every third of it.
+const DefaultLeaseTTL = 15 * time.Second
+
+// ErrBridgeIDInUse is New's refusal when another running bridge has this
+// bridge's id (its lease in the store is renewed).
+var ErrBridgeIDInUse = errors.New("bridge id in use by another running bridge")
+
+// bridgeLeasePrefix names a bridge's own lease in the store, beside its
+// threads' (thread ids never start with it).
+const bridgeLeasePrefix = "bridge/"
+
+// leases are what this bridge holds in the store (docs/store.md,
+// "Leases"): its own id's lease, held by this process alone (instance), so
+// a second bridge started with the same id refuses to run; and the lease
+// of each thread it relays, taken before the thread is registered
+// (acquire) and renewed with the rest. run renews them until Close;
+// release gives them up. Safe for concurrent use.
+type leases struct {
+	st       store.Leases
+	id       string // the bridge id: holder of the threads' leases
+	instance string // this process: holder of the bridge's own lease
+	ttl      time.Duration
+	log      *slog.Logger
+
+	mu   sync.Mutex
+	held map[string]bool // threads
+}
+
+func newLeases(st store.Leases, bridgeID string, ttl time.Duration, log *slog.Logger) *leases {
+	if ttl <= 0 {
+		ttl = DefaultLeaseTTL
+	}
+	b := make([]byte, 6)
+	_, _ = rand.Read(b) // never fails (crypto/rand)
+	return &leases{st: st, id: bridgeID, instance: bridgeID + "/" + hex.EncodeToString(b), ttl: ttl, log: log,
+		held: map[string]bool{}}
+}
+
+// claimBridge takes the bridge's own lease. A lease another process holds
+// may be a dead bridge's (kill -9): claimBridge waits for it to run out,
+// at most one ttl and a second; one still renewed then is a live bridge
+// with the same id, ErrBridgeIDInUse.
+func (l *leases) claimBridge(ctx context.Context) error {
+	deadline := time.Now().Add(l.ttl + time.Second)
+	for {
+		cur, err := l.st.AcquireLease(ctx, bridgeLeasePrefix+l.id, l.instance, l.ttl)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, store.ErrLeaseHeld) {
+			return fmt.Errorf("bridge lease: %w", err)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w: %s (held by %s until %s)", ErrBridgeIDInUse, l.id, cur.Holder, cur.Expires.Format(time.RFC3339))
+		}
+		l.log.Info("bridge id leased by another process; waiting for it to expire", "bridge_id", l.id, "holder", cur.Holder, "expires", cur.Expires)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(min(l.ttl/5, time.Second)):
+		}
+	}
+}
+
+// acquire takes (or renews) the lease of thread for this bridge; another
+// bridge's unexpired lease refuses it.
+func (l *leases) acquire(ctx context.Context, thread string) error {
+	cur, err := l.st.AcquireLease(ctx, thread, l.id, l.ttl)
+	if errors.Is(err, store.ErrLeaseHeld) {
+		return fmt.Errorf("thread %s is relayed by bridge %s: %w", thread, cur.Holder, err)
+	}
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	l.held[thread] = true
+	l.mu.Unlock()
+	return nil
+}
+
+// run renews the leases every third of their ttl until ctx ends: the
+// bridge's own, and those of live (the threads registered now); a held
+// thread no longer live is released. A lease lost (another bridge took it
+// after it expired) is logged; ending the thread here then is not done
+// yet (issue 22 item 3).
+func (l *leases) run(ctx context.Context, live func() []string) {
+	tick := time.NewTicker(l.ttl / 3)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		l.renew(ctx, live())
+	}
+}
+
+func (l *leases) renew(ctx context.Context, live []string) {
+	if _, err := l.st.AcquireLease(ctx, bridgeLeasePrefix+l.id, l.instance, l.ttl); err != nil {
+		l.log.Error("renew the bridge's lease", "err", err)
+	}
+	now := map[string]bool{}
+	for _, id := range live {
+		now[id] = true
+		// Acquire renews; it also takes back a lease that ran out while
+		// the store was away, unless another bridge took the thread.
+		if _, err := l.st.AcquireLease(ctx, id, l.id, l.ttl); err != nil {
+			l.log.Error("lease of a relayed thread lost", "thread", id, "err", err)
+		}
+	}
+	l.mu.Lock()
+	var gone []string
+	for id := range l.held {
+		if !now[id] {
+			gone = append(gone, id)
+			delete(l.held, id)
+		}
+	}
+	l.mu.Unlock()
+	for _, id := range gone {
+		if err := l.st.ReleaseLease(ctx, id, l.id); err != nil {
+			l.log.Warn("release a thread's lease", "thread", id, "err", err)
+		}
+	}
+}
+
+// release gives up every lease this bridge holds, so that another bridge
+// may take its threads at once; Close calls it.
+func (l *leases) release(ctx context.Context) error {
+	l.mu.Lock()
+	held := l.held
+	l.held = map[string]bool{}
+	l.mu.Unlock()
+	var errs []error
+	for id := range held {
+		errs = append(errs, l.st.ReleaseLease(ctx, id, l.id))
+	}
+	errs = append(errs, l.st.ReleaseLease(ctx, bridgeLeasePrefix+l.id, l.instance))
+	return errors.Join(errs...)
+}
+
+// liveThreads are the ids of the threads registered now.
+func (s *Server) liveThreads() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ids := make([]string, 0, len(s.threads))
+	for id := range s.threads {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// readyTimeout bounds each check of GET /readyz.
+const readyTimeout = 5 * time.Second
+
+// serveReady answers GET /readyz: 200 "ready" when the store and the
+// engine answer, else 503 naming what does not (a load balancer sends new
+// clients elsewhere; GET /healthz only says the process serves).
+func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+	defer cancel()
+	var msg string
+	if err := s.db.Ping(ctx); err != nil {
+		msg += "store: " + err.Error() + "\n"
+	}
+	if err := s.cfg.Manager.Ping(ctx); err != nil {
+		msg += "engine: " + err.Error() + "\n"
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if msg != "" {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(msg))
+		return
+	}
+	_, _ = w.Write([]byte("ready\n"))
+}
