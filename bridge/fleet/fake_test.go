@@ -1,11 +1,8 @@
 package fleet_test
 
 import (
-	"context"
-	"sort"
 	"sync"
 
-	"github.com/boxwire/boxwire/bridge/fleet"
 	"github.com/boxwire/boxwire/bridge/sandbox/sandboxtest"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
@@ -14,46 +11,6 @@ import (
 // in-process agents that answer hello and claim on <AgentDir>/agent.sock
 // and remember the tokens they were handed (sandboxtest.Agent.Claims).
 type fakeManager = sandboxtest.Manager[*sandboxtest.Agent]
-
-// memRecords is an in-memory fleet.Records.
-type memRecords struct {
-	mu   sync.Mutex
-	recs map[string]fleet.ThreadRecord
-}
-
-func newMemRecords() *memRecords { return &memRecords{recs: map[string]fleet.ThreadRecord{}} }
-
-func (m *memRecords) Put(_ context.Context, r fleet.ThreadRecord) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.recs[r.ID] = r
-	return nil
-}
-
-func (m *memRecords) Get(_ context.Context, id string) (fleet.ThreadRecord, bool, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	r, ok := m.recs[id]
-	return r, ok, nil
-}
-
-func (m *memRecords) List(context.Context) ([]fleet.ThreadRecord, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	out := make([]fleet.ThreadRecord, 0, len(m.recs))
-	for _, r := range m.recs {
-		out = append(out, r)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out, nil
-}
-
-func (m *memRecords) Delete(_ context.Context, id string) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.recs, id)
-	return nil
-}
 
 // member is a fleet.Member that records what the fleet tells it.
 type member struct {

@@ -12,6 +12,7 @@ import (
 	"github.com/boxwire/boxwire/bridge/boxdir"
 	"github.com/boxwire/boxwire/bridge/fleet"
 	"github.com/boxwire/boxwire/bridge/llmproxy"
+	"github.com/boxwire/boxwire/bridge/recordstore"
 	"github.com/boxwire/boxwire/bridge/sandbox"
 	"github.com/boxwire/boxwire/bridge/sandbox/sandboxtest"
 	"github.com/boxwire/boxwire/bridge/wire"
@@ -21,7 +22,7 @@ import (
 type fleetEnv struct {
 	t    *testing.T
 	mgr  *fakeManager
-	recs *memRecords
+	recs fleet.Records // in memory (recordstore.NewMem)
 	dir  string
 	f    *fleet.Fleet
 }
@@ -34,7 +35,7 @@ func newFleet(t *testing.T, edit func(*fleet.Config)) *fleetEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &fleetEnv{t: t, mgr: sandboxtest.NewFake(), recs: newMemRecords(), dir: dir}
+	e := &fleetEnv{t: t, mgr: sandboxtest.NewFake(), recs: recordstore.NewMem(), dir: dir}
 	cfg := e.config()
 	if edit != nil {
 		edit(&cfg)
@@ -111,7 +112,7 @@ func (e *fleetEnv) claims(sb string) []string {
 
 func TestNewRefusesIncompleteConfig(t *testing.T) {
 	t.Parallel()
-	e := &fleetEnv{t: t, mgr: sandboxtest.NewFake(), recs: newMemRecords(), dir: t.TempDir()}
+	e := &fleetEnv{t: t, mgr: sandboxtest.NewFake(), recs: recordstore.NewMem(), dir: t.TempDir()}
 	for _, tc := range []struct {
 		name string
 		edit func(*fleet.Config)
