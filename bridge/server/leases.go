@@ -157,17 +157,6 @@ func (l *leases) release(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// liveThreads are the ids of the threads registered now.
-func (s *Server) liveThreads() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ids := make([]string, 0, len(s.threads))
-	for id := range s.threads {
-		ids = append(ids, id)
-	}
-	return ids
-}
-
 // readyTimeout bounds each check of GET /readyz.
 const readyTimeout = 5 * time.Second
 

@@ -302,7 +302,7 @@ func New(cfg Config) (*Server, error) {
 	s.roll = rollout.API{Fleet: s.fleet, Log: s.log, Image: cfg.Image, Reload: cfg.ReloadImages}
 	s.pruner.Add(2)
 	go s.prune()
-	go func() { defer s.pruner.Done(); s.leases.run(ctx, s.liveThreads) }()
+	go func() { defer s.pruner.Done(); s.leases.run(ctx, threadDirectory{s}.Live) }()
 	return s, nil
 }
 
