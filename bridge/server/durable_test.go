@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/boxwire/boxwire/bridge/server"
+	"github.com/boxwire/boxwire/bridge/testutil"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -31,11 +32,7 @@ func TestRequestInFlightSurvivesBridgeRestart(t *testing.T) {
 			e.mgr.backlog = 100
 			s, id := e.attach("", 0)
 			s.request(wire.TypeUserMessage, "m1", wire.UserMessage{Text: tc.text})
-			select {
-			case <-swallow.read:
-			case <-time.After(waitFor):
-				t.Fatal("the agent never read the message")
-			}
+			testutil.RequireReceive(t, "the agent reading the message", swallow.read, waitFor)
 			s.conn.Close()
 			e.restart(cfg, nil)
 

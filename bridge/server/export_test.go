@@ -3,12 +3,14 @@ package server_test
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/boxwire/boxwire/bridge/server"
 	"github.com/boxwire/boxwire/bridge/store"
+	"github.com/boxwire/boxwire/bridge/testutil"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -104,17 +106,12 @@ func TestRetentionPrunesTheLog(t *testing.T) {
 	if len(live) != 8 {
 		t.Fatalf("two turns gave %d events: %s", len(live), summary(live))
 	}
-	deadline := time.Now().Add(waitFor)
-	for {
-		evs := exported(t, e.exportReq(id, "", testToken))
-		if summary(evs) == summary(live[3:]) {
-			break
+	testutil.Until(t, "retention cutting the log", waitFor, func() error {
+		if evs := exported(t, e.exportReq(id, "", testToken)); summary(evs) != summary(live[3:]) {
+			return fmt.Errorf("the log holds %s, want %s", summary(evs), summary(live[3:]))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after retention the log holds %s, want %s", summary(evs), summary(live[3:]))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	// The thread is live: still there and still answering.
 	s.request(wire.TypePing, "p", nil)
 	if ev := s.read(); ev.Type != wire.TypePong {

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
+	"github.com/boxwire/boxwire/bridge/testutil"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -59,11 +59,7 @@ func TestRequestInFlightWhenSandboxDiesIsResent(t *testing.T) {
 	e := newEnv(t)
 	s, _ := e.attach("", 0)
 	s.request(wire.TypeUserMessage, "m1", wire.UserMessage{Text: "swallow: hello"})
-	select {
-	case <-swallow.read:
-	case <-time.After(waitFor):
-		t.Fatal("the agent never read the message")
-	}
+	testutil.RequireReceive(t, "the agent reading the message", swallow.read, waitFor)
 	_, specs, _, _ := e.mgr.State()
 	e.mgr.Kill(e.sandboxIDOf(specs[len(specs)-1]), 137, false)
 

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/boxwire/boxwire/bridge/sandbox"
 	"github.com/boxwire/boxwire/bridge/server"
 	"github.com/boxwire/boxwire/bridge/store"
+	"github.com/boxwire/boxwire/bridge/testutil"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -43,6 +45,7 @@ type imageState struct {
 	mu        sync.Mutex
 	ref       map[string]string
 	bySandbox map[string]string
+	lookups   int // ImageID calls: the reaper asks once a tick for each image in use
 }
 
 func (m *fakeManager) images() *imageState {
@@ -62,7 +65,23 @@ func (m *fakeManager) ImageID(_ context.Context, ref string) (string, error) {
 	st := m.images()
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	st.lookups++
 	return st.ref[ref], nil
+}
+
+// awaitTicks waits until the reaper has looked the images in use up n
+// more times: n reaper ticks have passed (the reaper asks for an image's
+// id once a tick while a sandbox runs an image with a known id, setImage).
+func (m *fakeManager) awaitTicks(t testing.TB, n int) {
+	t.Helper()
+	st := m.images()
+	lookups := func() int {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		return st.lookups
+	}
+	start := lookups()
+	testutil.Eventually(t, fmt.Sprintf("%d reaper ticks", n), 2*waitFor, func() bool { return lookups() >= start+n })
 }
 
 func (m *fakeManager) SandboxImageID(ctx context.Context, id string) (string, error) {
@@ -111,17 +130,13 @@ func (e *env) volumesOf() []string {
 // awaitStatus polls GET /v1/threads/{id} until its status is want.
 func (e *env) awaitStatus(id, want string) wire.ThreadInfo {
 	e.t.Helper()
-	deadline := time.Now().Add(waitFor)
-	for {
+	return testutil.Poll(e.t, fmt.Sprintf("thread %s status %q", id, want), waitFor, func() (wire.ThreadInfo, error) {
 		info := e.threadInfo(id)
-		if info.Status == want {
-			return info
+		if info.Status != want {
+			return info, fmt.Errorf("status %q", info.Status)
 		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("thread %s status %q, want %q", id, info.Status, want)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return info, nil
+	})
 }
 
 // statusOf answers GET /v1/threads/{id}'s status code.
@@ -217,13 +232,12 @@ func TestIdleSuspendsAndResumes(t *testing.T) {
 		t.Errorf("suspended info %+v: want suspended time and retention end", info)
 	}
 	e.awaitLog("sandbox suspended", 1)
-	deadline := time.Now().Add(waitFor)
-	for live, _, _, _ := e.mgr.State(); live != 0; live, _, _, _ = e.mgr.State() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d sandboxes live after suspension", live)
+	testutil.Until(t, "no sandbox live after suspension", waitFor, func() error {
+		if live, _, _, _ := e.mgr.State(); live != 0 {
+			return fmt.Errorf("%d sandboxes live", live)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	if _, _, _, vols := e.mgr.State(); len(vols) != 0 {
 		t.Fatalf("volumes removed %v on suspension", vols)
 	}
@@ -293,21 +307,20 @@ func TestSuspendedThreadRemoved(t *testing.T) {
 					t.Fatalf("DELETE: %d", code)
 				}
 			}
-			deadline := time.Now().Add(waitFor)
-			for e.statusOf(http.MethodGet, id) != http.StatusNotFound {
-				if time.Now().After(deadline) {
-					t.Fatal("suspended thread not removed")
+			testutil.Until(t, "the suspended thread removed", waitFor, func() error {
+				if code := e.statusOf(http.MethodGet, id); code != http.StatusNotFound {
+					return fmt.Errorf("GET: %d", code)
 				}
-				time.Sleep(20 * time.Millisecond)
-			}
+				return nil
+			})
 			// Retention deletes the record, then the volume: the thread
 			// is gone (404) a moment before its volume is.
-			for _, _, _, vols := e.mgr.State(); !slices.Contains(vols, "boxwire-ws-"+id); _, _, _, vols = e.mgr.State() {
-				if time.Now().After(deadline) {
-					t.Fatalf("volumes removed %v, want the thread's", vols)
+			testutil.Until(t, "the thread's volume removed", waitFor, func() error {
+				if _, _, _, vols := e.mgr.State(); !slices.Contains(vols, "boxwire-ws-"+id) {
+					return fmt.Errorf("volumes removed %v", vols)
 				}
-				time.Sleep(20 * time.Millisecond)
-			}
+				return nil
+			})
 			s2 := e.open(id, 0)
 			s2.readError(wire.CodeNotFound)
 		})
@@ -327,7 +340,7 @@ func TestImageUpdateReplaces(t *testing.T) {
 	s.readUntil(wire.TypeUserEcho)
 	e.mgr.setImage("boxwire:test", "sha256:bbbbbbbbbbbbbbbbbbbb")
 	e.awaitLog("recycling sandbox", 0)
-	time.Sleep(300 * time.Millisecond) // several reaper ticks while the turn runs
+	e.mgr.awaitTicks(t, 6) // several reaper ticks while the turn runs
 	if _, specs, _, _ := e.mgr.State(); len(specs) != 1 {
 		t.Fatalf("replaced during the turn: %d created", len(specs))
 	}
@@ -437,11 +450,12 @@ func TestIdleWaitsForWork(t *testing.T) {
 		c.IdleTTL = 300 * time.Millisecond
 		c.ReapInterval = 50 * time.Millisecond
 	})
+	e.mgr.setImage("boxwire:test", "sha256:aaaaaaaaaaaaaaaaaaaa") // looked up each reaper tick (awaitTicks)
 	s, id := e.attach("", 0)
 	s.request(wire.TypeUserMessage, "h1", wire.UserMessage{Text: "hold"})
 	s.readUntil(wire.TypeUserEcho)
 	s.conn.Close()
-	time.Sleep(time.Second) // several idle TTLs of reaper ticks
+	e.mgr.awaitTicks(t, 20) // several idle TTLs of reaper ticks
 	if st := e.threadInfo(id).Status; st != wire.SandboxRunning {
 		t.Fatalf("status %s while a turn runs, want running", st)
 	}

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/boxwire/boxwire/bridge/sandbox"
 	"github.com/boxwire/boxwire/bridge/server"
+	"github.com/boxwire/boxwire/bridge/testutil"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -107,11 +109,10 @@ func (e *env) threadInfo(id string) wire.ThreadInfo {
 // awaitLog waits until the bridge logged want at least n times.
 func (e *env) awaitLog(want string, n int) {
 	e.t.Helper()
-	deadline := time.Now().Add(waitFor)
-	for strings.Count(e.logs.String(), want) < n {
-		if time.Now().After(deadline) {
-			e.t.Fatalf("bridge did not log %q %d times within %s:\n%s", want, n, waitFor, e.logs.String())
+	testutil.Until(e.t, fmt.Sprintf("the bridge logging %q %d times", want, n), waitFor, func() error {
+		if got := strings.Count(e.logs.String(), want); got < n {
+			return fmt.Errorf("logged %d times:\n%s", got, e.logs.String())
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }

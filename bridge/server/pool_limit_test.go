@@ -4,8 +4,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/boxwire/boxwire/bridge/testutil"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -38,11 +38,7 @@ func TestPoolCountsTowardMaxSandboxes(t *testing.T) {
 			}
 			e, pm := newLimitEnv(t, tt.pool, tt.max, hold)
 			if tt.hold {
-				select {
-				case <-pm.held:
-				case <-time.After(waitFor):
-					t.Fatal("the pool did not start a sandbox")
-				}
+				testutil.RequireReceive(t, "the pool starting a sandbox", pm.held, waitFor)
 			} else {
 				e.awaitPooled(tt.pool)
 			}

@@ -2,16 +2,17 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/boxwire/boxwire/bridge/sandbox"
 	"github.com/boxwire/boxwire/bridge/server"
+	"github.com/boxwire/boxwire/bridge/testutil"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -36,16 +37,13 @@ func (e *env) pooledSpecs() []sandbox.Spec {
 // newest one is ready (its agent answered, so the filler logged it).
 func (e *env) awaitPooled(n int) []sandbox.Spec {
 	e.t.Helper()
-	deadline := time.Now().Add(waitFor)
-	for time.Now().Before(deadline) {
+	return testutil.Poll(e.t, fmt.Sprintf("the pool starting %d sandboxes", n), waitFor, func() ([]sandbox.Spec, error) {
 		specs := e.pooledSpecs()
 		if len(specs) >= n && strings.Count(e.logs.String(), "warm pool: sandbox ready") >= n {
-			return specs
+			return specs, nil
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	e.t.Fatalf("pool did not start %d sandboxes within %s:\n%s", n, waitFor, e.logs.String())
-	return nil
+		return nil, fmt.Errorf("%d started; the log:\n%s", len(specs), e.logs.String())
+	})
 }
 
 // postThread creates a thread with the bridge's defaults; it fails the

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/boxwire/boxwire/bridge/fleet"
 	"github.com/boxwire/boxwire/bridge/server"
+	"github.com/boxwire/boxwire/bridge/testutil"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -45,23 +47,18 @@ func TestRolloutAPI(t *testing.T) {
 	e.mgr.setImage("boxwire:test", "sha256:aaaaaaaaaaaaaaaaaaaa")
 	_, id := e.attach("", 0)
 	_ = id
-	deadline := time.Now().Add(waitFor)
-	for {
+	st := testutil.Poll(t, "the rollout status naming the image's id", waitFor, func() (fleet.RolloutStatus, error) {
 		code, st := e.rolloutAPI(http.MethodGet, "")
 		if code != http.StatusOK {
 			t.Fatalf("GET /v1/rollout: %d", code)
 		}
-		if len(st.Images) == 1 && st.Images[0].ImageID != "" {
-			u := st.Images[0]
-			if st.Paused || st.Batch != 2 || st.Interval != "1m0s" || u.Image != "boxwire:test" || u.Sandboxes != 1 || u.Threads != 1 || u.Behind != 0 {
-				t.Fatalf("rollout status %+v", st)
-			}
-			break
+		if len(st.Images) != 1 || st.Images[0].ImageID == "" {
+			return st, fmt.Errorf("rollout status %+v: the image was never looked up", st)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("rollout status %+v: the image was never looked up", st)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return st, nil
+	})
+	if u := st.Images[0]; st.Paused || st.Batch != 2 || st.Interval != "1m0s" || u.Image != "boxwire:test" || u.Sandboxes != 1 || u.Threads != 1 || u.Behind != 0 {
+		t.Fatalf("rollout status %+v", st)
 	}
 	if code, st := e.rolloutAPI(http.MethodPost, `{"paused":true}`); code != http.StatusOK || !st.Paused {
 		t.Fatalf("pause: %d %+v", code, st)
