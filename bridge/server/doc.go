@@ -36,5 +36,12 @@
 // start (by label, see sandbox.LabelOwner and friends); [Collect] removes
 // everything of a bridge id (bridge gc). Thread records go through a
 // [ThreadStore] so a persistent store can replace the in-memory one.
+//
+// What is not the threads' own lives in packages the server mounts or
+// calls: who may do what (bridge/users: route guards, ownership, quotas,
+// audit), approvals and redaction (bridge/approval: a Gate per thread),
+// the rollout API (bridge/rollout), the Host check (bridge/hostcheck),
+// file transfers (bridge/files), browser sessions and the page
+// (bridge/web), thread records over the store (bridge/recordstore).
 // docs/architecture.md is the map.
 package server
