@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/boxwire/boxwire/client/chat"
+
 	"github.com/boxwire/boxwire/bridge/server"
 	"github.com/boxwire/boxwire/bridge/store"
 	"github.com/boxwire/boxwire/bridge/store/pgstore"
@@ -121,7 +123,10 @@ func TestStorePostgresRestart(t *testing.T) {
 
 // Leases and readiness on PostgreSQL: the bridge holds its id's lease and
 // the lease of each thread it relays; a second bridge started with the
-// same id on the same database refuses to run; while PostgreSQL is down
+// same id on the same database refuses to run; a bridge with another id
+// refuses a client of the thread, naming its relay, and starts no second
+// sandbox for it (serving it through the store is not wired yet); while
+// PostgreSQL is down
 // GET /readyz answers 503 naming the store, and 200 again once it is back,
 // with the leases taken back; a SIGTERM releases them, so the next start
 // takes the id at once.
@@ -170,6 +175,22 @@ func TestStorePostgresLeasesAndReadiness(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "bridge id in use by another running bridge") {
 		t.Fatalf("the second bridge stopped for another reason: %v", err)
+	}
+	// A bridge with another id on the database refuses the thread the
+	// first relays, naming it, and starts no sandbox for it.
+	peer, err := e.launchBridge(append(lease, "BOXWIRE_DATA_DIR="+other, "BOXWIRE_BRIDGE_ID="+e.id+"-peer")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dctx, dcancel := context.WithTimeout(context.Background(), startTimeout)
+	_, err = chat.Dial(dctx, chat.Config{URL: peer.url + wire.Path, Token: e.token, Thread: thread})
+	dcancel()
+	if err == nil || !strings.Contains(err.Error(), "relayed by bridge "+e.id) {
+		t.Errorf("attach through the peer bridge: %v; want a refusal naming %s", err, e.id)
+	}
+	peer.stop(t)
+	if n := len(e.containers(map[string]string{"boxwire.thread": thread})); n != 1 {
+		t.Errorf("the thread has %d sandboxes after the peer's refusal, want 1", n)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/boxwire/boxwire/bridge/store"
+	"github.com/boxwire/boxwire/bridge/wire"
 )
 
 // DefaultLeaseTTL is how long a bridge's leases last unrenewed
@@ -80,11 +81,13 @@ func (l *leases) claimBridge(ctx context.Context) error {
 }
 
 // acquire takes (or renews) the lease of thread for this bridge; another
-// bridge's unexpired lease refuses it.
+// bridge's unexpired lease refuses it with a wire.Error
+// (sandbox_unavailable) that names that bridge.
 func (l *leases) acquire(ctx context.Context, thread string) error {
 	cur, err := l.st.AcquireLease(ctx, thread, l.id, l.ttl)
 	if errors.Is(err, store.ErrLeaseHeld) {
-		return fmt.Errorf("thread %s is relayed by bridge %s: %w", thread, cur.Holder, err)
+		return wire.Error{Code: wire.CodeSandboxUnavailable, Message: fmt.Sprintf(
+			"thread %s is relayed by bridge %s (its lease runs until %s): connect to that bridge", thread, cur.Holder, cur.Expires.UTC().Format(time.RFC3339))}
 	}
 	if err != nil {
 		return err

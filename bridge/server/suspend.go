@@ -36,6 +36,9 @@ func (s *Server) resumeThread(ctx context.Context, id string) (t *thread, found 
 	if err != nil || !ok {
 		return nil, ok, err
 	}
+	if err := s.leases.acquire(ctx, id); err != nil { // another bridge relays it: no second sandbox (leases.go)
+		return nil, true, err
+	}
 	b, conn, err := s.fleet.Acquire(ctx, s.fleet.ResumeOptions(rec), id)
 	if err != nil {
 		return nil, true, err
