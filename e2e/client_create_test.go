@@ -48,9 +48,10 @@ func TestClientCreatesThreadWithSettings(t *testing.T) {
 	if code != 2 || !strings.Contains(errOut, string(wire.CodeNotAllowed)) {
 		t.Errorf("egress outside the cap: exit %d, stderr %q; want 2 and %s", code, errOut, wire.CodeNotAllowed)
 	}
-	_, errOut, code = e.runClient("--url", e.bridge.url, "--thread", info.ID, "--image", "x", "-m", "hello")
+	// (--image alone moves an existing thread: TestClientMovesThreadImage.)
+	_, errOut, code = e.runClient("--url", e.bridge.url, "--thread", info.ID, "--ttl", "5m", "-m", "hello")
 	if code != 2 || !strings.Contains(errOut, "--thread") {
-		t.Errorf("--thread with --image: exit %d, stderr %q; want a usage error", code, errOut)
+		t.Errorf("--thread with --ttl: exit %d, stderr %q; want a usage error", code, errOut)
 	}
 	if status := e.api(http.MethodGet, "/v1/threads", nil, &list); status != http.StatusOK || len(list.Threads) != 1 {
 		t.Errorf("after the refusals: status %d, %d threads, want the first one only", status, len(list.Threads))

@@ -349,6 +349,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle(wire.ThreadFilesPath, u.Auth(u.Owned(u.Audited("", http.HandlerFunc(s.serveFiles)))))
 	u.Routes(mux)                          // GET /v1/users/me, the admin API (bridge/users, bridge/auth)
 	s.roll.Routes(mux, u.Admin, u.Audited) // GET and POST /v1/rollout (bridge/rollout)
+	mux.Handle("GET /metrics", u.Admin(http.HandlerFunc(s.serveMetrics))) // metrics.go
 	s.web.Routes(mux)                      // browser sessions and the page at / (bridge/web)
 	mux.Handle("/", u.Auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		httpjson.Error(w, http.StatusNotFound, wire.CodeNotFound, "no route for "+r.Method+" "+r.URL.Path)

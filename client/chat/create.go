@@ -66,6 +66,29 @@ func SetEgress(ctx context.Context, cfg Config, id string, rules []string) (wire
 	return info, nil
 }
 
+// SetImage moves thread id to image, one of the bridge's allowed images,
+// through the bridge's HTTP API (PATCH /v1/threads/{id} {"image"},
+// docs/lifecycle.md "Rollouts"), using cfg's URL, token and dialer, and
+// returns the thread naming its new image. The bridge replaces the
+// thread's sandbox on the new image, keeping workspace and conversation:
+// at once when it is idle, else when its work ends. It blocks until the
+// bridge answers or ctx ends. A refusal is an *HTTPError that unwraps to
+// the bridge's wire.Error: not_allowed for an image outside the
+// allowlist, not_found for an unknown thread.
+func SetImage(ctx context.Context, cfg Config, id, image string) (wire.ThreadInfo, error) {
+	if id == "" {
+		return wire.ThreadInfo{}, errors.New("set image: empty thread id")
+	}
+	body := struct {
+		Image string `json:"image"`
+	}{image}
+	info, err := threadCall(ctx, cfg, http.MethodPatch, id, body)
+	if err != nil {
+		return info, fmt.Errorf("move %s to image %s: %w", id, image, err)
+	}
+	return info, nil
+}
+
 // threadCall sends method to /v1/threads (or /v1/threads/{id}) with body
 // as JSON (none when nil) and decodes the answer's ThreadInfo.
 func threadCall(ctx context.Context, cfg Config, method, id string, body any) (wire.ThreadInfo, error) {

@@ -46,6 +46,7 @@ func usage() string {
 	var b strings.Builder
 	b.WriteString("usage: client [flags]                       interactive chat\n")
 	b.WriteString("       client [flags] -m \"text\"            one turn, then exit\n")
+	b.WriteString("       client [flags] --thread ID --image IMAGE  move the thread to another image, then attach\n")
 	for _, c := range commands {
 		for _, line := range c.usage {
 			b.WriteString("       client [flags] " + line + "\n")

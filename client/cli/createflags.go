@@ -19,7 +19,7 @@ type createFlags struct {
 }
 
 func (f *createFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.image, "image", "", "new threads: sandbox image (one the bridge allows)")
+	fs.StringVar(&f.image, "image", "", "new threads: sandbox image (one the bridge allows); with --thread, move that thread to it")
 	fs.StringVar(&f.runtime, "runtime", "", "new threads: container runtime (one the bridge allows, e.g. runsc)")
 	fs.StringVar(&f.assistant, "assistant", "", "new threads: share this assistant's sandbox (assistant scope)")
 	fs.StringVar(&f.ttl, "ttl", "", "new threads: sandbox idle time to live, e.g. 10m (can only shorten the bridge's)")
@@ -58,6 +58,15 @@ func (f *createFlags) request() (*wire.CreateThread, error) {
 		req.Policy = json.RawMessage(data)
 	}
 	return req, nil
+}
+
+// moveImage is the image to move an existing thread to: --image when it is
+// the only new-thread flag set, else "".
+func (f *createFlags) moveImage() string {
+	if f.image != "" && *f == (createFlags{image: f.image}) {
+		return f.image
+	}
+	return ""
 }
 
 // approvalMode maps --auto-approve and --auto-deny to Options.Approvals;

@@ -23,9 +23,12 @@ func TestCreateFlags(t *testing.T) {
 	tests := []struct {
 		args    []string
 		want    *wire.CreateThread
+		move    string // the image an existing thread moves to
 		wantErr string
 	}{
 		{args: nil, want: nil},
+		{args: []string{"--image", "boxwire:x"},
+			want: &wire.CreateThread{Image: "boxwire:x"}, move: "boxwire:x"},
 		{args: []string{"--image", "boxwire:x", "--runtime", "runsc"},
 			want: &wire.CreateThread{Image: "boxwire:x", Runtime: "runsc"}},
 		{args: []string{"--assistant", "a1", "--ttl", "5m"},
@@ -40,7 +43,7 @@ func TestCreateFlags(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
-			got, err := cli.CreateRequest(tc.args)
+			got, move, err := cli.CreateRequest(tc.args)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err %v, want one with %q", err, tc.wantErr)
@@ -49,6 +52,9 @@ func TestCreateFlags(t *testing.T) {
 			}
 			if err != nil {
 				t.Fatal(err)
+			}
+			if move != tc.move {
+				t.Errorf("move to %q, want %q", move, tc.move)
 			}
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("request %+v, want %+v", got, tc.want)

@@ -19,14 +19,16 @@ func NewLineEditor(rw io.ReadWriter, prompt string, width int) *LineEditor {
 }
 
 // CreateRequest parses args as the client's new-thread flags and returns
-// the create_thread request they ask for.
-func CreateRequest(args []string) (*wire.CreateThread, error) {
+// the create_thread request they ask for, and the image to move an
+// existing thread to.
+func CreateRequest(args []string) (*wire.CreateThread, string, error) {
 	fs := flag.NewFlagSet("client", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	var f createFlags
 	f.register(fs)
 	if err := fs.Parse(args); err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return f.request()
+	req, err := f.request()
+	return req, f.moveImage(), err
 }

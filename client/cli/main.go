@@ -8,7 +8,9 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"time"
 
+	"github.com/boxwire/boxwire/bridge/wire"
 	"github.com/boxwire/boxwire/client/chat"
 	"github.com/boxwire/boxwire/client/term"
 	"golang.org/x/sys/unix"
@@ -91,15 +93,24 @@ func Main(ctx context.Context, p Program) int {
 		fmt.Fprintln(p.Stderr, "boxwire:", err)
 		return ExitUsage
 	}
+	moveTo := ""
 	if cfg.Create != nil && cfg.Thread != "" {
-		fmt.Fprintln(p.Stderr, "boxwire: --thread attaches to an existing thread; the new-thread flags (--image, --runtime, --assistant, --ttl, --egress, --policy) cannot apply to it")
-		return ExitUsage
+		if moveTo = create.moveImage(); moveTo == "" {
+			fmt.Fprintln(p.Stderr, "boxwire: --thread attaches to an existing thread; the new-thread flags (--runtime, --assistant, --ttl, --egress, --policy) cannot apply to it (--image alone moves it to that image)")
+			return ExitUsage
+		}
+		cfg.Create = nil
 	}
 	var logOut io.Writer = io.Discard
 	if *verbose {
 		logOut = p.Stderr
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	if moveTo != "" {
+		if code := moveThread(ctx, p.Stderr, cfg, moveTo); code != ExitOK {
+			return code
+		}
+	}
 
 	inv := &invocation{p: p, chat: cfg}
 	if isTerminal(p.Stderr) {
@@ -120,6 +131,52 @@ func Main(ctx context.Context, p Program) int {
 		return cmd.run(ctx, inv, fs.Args()[1:])
 	}
 	return Run(ctx, inv.opts)
+}
+
+// moveWait bounds how long moveThread waits for the thread's sandbox to
+// come back on the new image; moveCheck is how often it looks.
+const (
+	moveWait  = 2 * time.Minute
+	moveCheck = 250 * time.Millisecond
+)
+
+// moveThread moves cfg's thread to image through the bridge
+// (PATCH /v1/threads/{id} {"image"}), saying so on w, and waits until the
+// thread's sandbox runs again on a new container, so the chat that
+// follows is not sent to the one being replaced. A busy thread moves
+// only when its work ends: after moveWait it attaches anyway. A
+// suspended thread resumes on the new image; nothing to wait for.
+func moveThread(ctx context.Context, w io.Writer, cfg chat.Config, image string) int {
+	before, err := chat.GetThread(ctx, cfg, cfg.Thread)
+	if err != nil {
+		fmt.Fprintln(w, "boxwire:", err)
+		return ExitUsage
+	}
+	info, err := chat.SetImage(ctx, cfg, cfg.Thread, image)
+	if err != nil {
+		fmt.Fprintln(w, "boxwire:", err)
+		return ExitUsage
+	}
+	fmt.Fprintf(w, "boxwire: thread %s moves to image %s (workspace and conversation kept)\n", info.ID, info.Image)
+	if before.Status != wire.SandboxRunning || before.Image == image {
+		return ExitOK
+	}
+	ctx, cancel := context.WithTimeout(ctx, moveWait)
+	defer cancel()
+	tick := time.NewTicker(moveCheck)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			fmt.Fprintln(w, "boxwire: the thread's sandbox has not moved yet (a busy thread moves when its work ends); attaching")
+			return ExitOK
+		case <-tick.C:
+		}
+		now, err := chat.GetThread(ctx, cfg, cfg.Thread)
+		if err == nil && now.Status == wire.SandboxRunning && now.SandboxID != "" && now.SandboxID != before.SandboxID {
+			return ExitOK
+		}
+	}
 }
 
 // termOptions are the options of a terminal in the sandbox (client/term).

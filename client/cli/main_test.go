@@ -44,9 +44,9 @@ func TestMainUsage(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{"unknown sub-command", []string{"frobnicate"}, []string{"usage: client", "cp LOCAL THREAD:PATH", "shell [--thread ID]", "whoami"}},
+		{"unknown sub-command", []string{"frobnicate"}, []string{"usage: client", "cp LOCAL THREAD:PATH", "shell [--thread ID]", "whoami", "--thread ID --image IMAGE"}},
 		{"empty -m", []string{"-m", ""}, []string{"usage: client"}},
-		{"new-thread flags on an existing thread", []string{"--thread", "t_1", "--image", "x", "--ttl", "5m"}, []string{"--thread attaches to an existing thread", "cannot apply"}},
+		{"new-thread flags on an existing thread", []string{"--thread", "t_1", "--image", "x", "--ttl", "5m"}, []string{"--thread attaches to an existing thread", "--image alone moves it"}},
 		{"bad --ttl", []string{"--ttl", "soon"}, []string{`--ttl "soon"`}},
 		{"unknown flag", []string{"--nope"}, []string{"flag provided but not defined: -nope"}},
 	} {
