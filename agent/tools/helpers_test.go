@@ -13,9 +13,6 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// callLimit bounds every tool call a test makes.
-const callLimit = tooltest.CallLimit
-
 // newSet returns tools working in a fresh workspace, and its path.
 func newSet(t *testing.T, cfg tools.Config) (*tools.Set, string) {
 	t.Helper()
