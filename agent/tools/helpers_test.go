@@ -28,7 +28,7 @@ func newSet(t *testing.T, cfg tools.Config) (*tools.Set, string) {
 }
 
 // call runs the named tool with args (marshalled unless already raw) and
-// fails the test if it does not return within callLimit.
+// fails the test if it does not return within tooltest.CallLimit.
 func call(t *testing.T, set *tools.Set, name string, args any) tools.Result {
 	t.Helper()
 	return callWith(t, context.Background(), set, tools.Call{ID: "c1"}, name, args)
