@@ -41,6 +41,7 @@ func TestBenchmarks(t *testing.T) {
 		{"concurrent", benchConcurrent},
 		{"notyours", benchNotYours},
 		{"rebuild", func(t *testing.T, _ *env, r *report) { benchRebuild(t, r) }},
+		{"updatevisible", benchUpdateVisible}, // bench_rollout_test.go
 	}
 	only := os.Getenv("BOXWIRE_BENCH_ONLY") // e.g. "execute,relay"
 	for _, f := range figures {
