@@ -6,7 +6,9 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -125,7 +127,8 @@ func TestStorePostgresRestart(t *testing.T) {
 // the lease of each thread it relays; a second bridge started with the
 // same id on the same database refuses to run; a bridge with another id
 // refuses a client of the thread, naming its relay, and starts no second
-// sandbox for it (serving it through the store is not wired yet); while
+// sandbox for it (serving it through the store is not wired yet); bridge
+// status lists the bridge and its thread; while
 // PostgreSQL is down
 // GET /readyz answers 503 naming the store, and 200 again once it is back,
 // with the leases taken back; a SIGTERM releases them, so the next start
@@ -161,6 +164,10 @@ func TestStorePostgresLeasesAndReadiness(t *testing.T) {
 	}
 	if h := held(); h[thread] != e.id || !strings.HasPrefix(h["bridge/"+e.id], e.id+"/") {
 		t.Fatalf("leases %v: want %s held by %s and the bridge's own", h, thread, e.id)
+	}
+	status, err := exec.Command(bridgeBin, "status", "--store", url).CombinedOutput()
+	if err != nil || !regexp.MustCompile(`(?m)^`+e.id+` +\w+ +1 `).Match(status) || !regexp.MustCompile(`(?m)^`+thread+` +`+e.id+` `).Match(status) {
+		t.Errorf("bridge status (%v):\n%s\nwant %s relaying 1 thread, %s", err, status, e.id, thread)
 	}
 
 	other, err := os.MkdirTemp("", "bw")
