@@ -29,11 +29,15 @@ func main() {
 // run parses args and serves until ctx ends (server.Run), leaving the
 // sandboxes for the next start to adopt. "gc" as the first argument removes
 // them instead (see runGC); "users", "keys" and "audit" manage users, API
-// keys and read the audit log (admin.go); "status" lists the bridges on
-// the store and their threads (status.go).
+// keys and read the audit log (admin.go); "images" lists the images in use
+// by the running bridge (images.go); "status" lists the bridges on the
+// store and their threads (status.go).
 func run(ctx context.Context, args []string, getenv func(string) string, log *slog.Logger) error {
 	if len(args) > 0 && args[0] == "gc" {
 		return runGC(ctx, args[1:], getenv, log)
+	}
+	if len(args) > 0 && args[0] == "images" {
+		return runImages(ctx, args[1:], getenv, os.Stdout) // images.go
 	}
 	if len(args) > 0 && args[0] == "status" {
 		return runStatus(ctx, args[1:], getenv, os.Stdout) // status.go
