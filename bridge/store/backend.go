@@ -148,6 +148,10 @@ type Leases interface {
 	ReleaseLease(ctx context.Context, thread, holder string) error
 	// Leases returns every unexpired lease, by thread.
 	Leases(ctx context.Context) ([]Lease, error)
+	// PutBridge announces (or forgets, with an empty Address) where other
+	// bridges reach bridge b.ID; Bridges lists the announced, by id.
+	PutBridge(ctx context.Context, b Bridge) error
+	Bridges(ctx context.Context) ([]Bridge, error)
 }
 
 // Approvals are the pending approval requests; see Backend and Approval.

@@ -21,6 +21,15 @@ type Lease struct {
 	Expires time.Time `json:"expires"`
 }
 
+// Bridge is where the other bridges on the store reach a bridge: its
+// Address (a base URL, http://host:port) for the clients it forwards to
+// the threads it relays.
+type Bridge struct {
+	ID      string    `json:"id"`
+	Address string    `json:"address"`
+	Updated time.Time `json:"updated"`
+}
+
 var (
 	// ErrLeaseHeld is AcquireLease's refusal: another holder's lease has
 	// not expired.
@@ -35,8 +44,39 @@ var (
 // outlive it: they live in memory, with the same semantics as the
 // PostgreSQL store's table (storetest checks both).
 type memLeases struct {
-	mu     sync.Mutex
-	leases map[string]Lease // by thread, expired ones included (their epochs)
+	mu      sync.Mutex
+	leases  map[string]Lease // by thread, expired ones included (their epochs)
+	bridges map[string]Bridge
+}
+
+// PutBridge announces b (an empty Address forgets it).
+func (s *Store) PutBridge(_ context.Context, b Bridge) error {
+	m := &s.leases
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.bridges == nil {
+		m.bridges = map[string]Bridge{}
+	}
+	if b.Address == "" {
+		delete(m.bridges, b.ID)
+		return nil
+	}
+	b.Updated = time.Now()
+	m.bridges[b.ID] = b
+	return nil
+}
+
+// Bridges lists the announced bridges, by id.
+func (s *Store) Bridges(context.Context) ([]Bridge, error) {
+	m := &s.leases
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]Bridge, 0, len(m.bridges))
+	for _, b := range m.bridges {
+		out = append(out, b)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
 }
 
 // AcquireLease takes the thread's lease for holder until ttl from now, or

@@ -90,3 +90,35 @@ func scanLease(r pgx.Row) (store.Lease, error) {
 	l.Epoch = uint64(epoch)
 	return l, err
 }
+
+// PutBridge announces b (an empty Address forgets it).
+func (s *Store) PutBridge(ctx context.Context, b store.Bridge) error {
+	var err error
+	if b.Address == "" {
+		_, err = s.pool.Exec(ctx, `DELETE FROM bridges WHERE id = $1`, b.ID)
+	} else {
+		_, err = s.pool.Exec(ctx, `INSERT INTO bridges (id, address, updated) VALUES ($1, $2, now())
+ON CONFLICT (id) DO UPDATE SET address = excluded.address, updated = excluded.updated`, b.ID, b.Address)
+	}
+	if err != nil {
+		return fmt.Errorf("announce bridge %s: %w", b.ID, err)
+	}
+	return nil
+}
+
+// Bridges lists the announced bridges, by id.
+func (s *Store) Bridges(ctx context.Context) ([]store.Bridge, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id, address, updated FROM bridges ORDER BY id COLLATE "C"`)
+	if err != nil {
+		return nil, fmt.Errorf("list bridges: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Bridge, error) {
+		var b store.Bridge
+		err := r.Scan(&b.ID, &b.Address, &b.Updated)
+		return b, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list bridges: %w", err)
+	}
+	return out, nil
+}

@@ -240,3 +240,35 @@ func twoStores(t *testing.T, cfg Config) (a, b store.Backend) {
 	}
 	return a, open(t, o, store.Options{})
 }
+
+// Bridges announced on one store are listed by the others, by id; a new
+// announcement replaces the old, an empty address forgets the bridge.
+func testBridges(t *testing.T, cfg Config) {
+	ctx := context.Background()
+	a, b := twoStores(t, cfg)
+	for _, br := range []store.Bridge{
+		{ID: "b2", Address: "http://127.0.0.1:2"},
+		{ID: "b1", Address: "http://127.0.0.1:1"},
+		{ID: "b2", Address: "http://127.0.0.1:22"},
+		{ID: "b3", Address: "http://127.0.0.1:3"},
+		{ID: "b3"},
+	} {
+		if err := a.PutBridge(ctx, br); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := b.Bridges(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list []string
+	for _, br := range got {
+		list = append(list, br.ID+"="+br.Address)
+		if br.Updated.IsZero() {
+			t.Errorf("bridge %s has no time", br.ID)
+		}
+	}
+	if fmt.Sprint(list) != "[b1=http://127.0.0.1:1 b2=http://127.0.0.1:22]" {
+		t.Fatalf("Bridges = %v", list)
+	}
+}

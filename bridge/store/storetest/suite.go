@@ -48,6 +48,7 @@ func Run(t *testing.T, cfg Config) {
 		{"Leases", testLeases},
 		{"LeaseRace", testLeaseRace},
 		{"Approvals", testApprovals},
+		{"Bridges", testBridges},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
