@@ -30,6 +30,7 @@ type options struct {
 	listen, token, image, dataDir, model, id string
 	images, runtimes                         []string
 	allowedHosts                             []string        // Host names served besides IPs and localhost
+	previewDomain                            string          // host-form preview URLs (docs/preview.md)
 	oidc                                     auth.OIDCConfig // Issuer "" means none
 	userLimits                               auth.Limits
 	runtime, seccomp                         string
@@ -106,6 +107,7 @@ func parseOptions(name string, args []string, getenv func(string) string) (optio
 	fs.StringVar(&o.store, "store", getenv("BOXWIRE_STORE"), "where threads, events, users and audit are kept: a postgres:// URL, or the bbolt file (default: <data-dir>/boxwire.db)")
 	fs.IntVar(&o.logOutputCap, "log-output-cap", envInt(getenv, "BOXWIRE_LOG_OUTPUT_CAP", 0), "tool_output bytes of one call kept in the log; the rest stays in the sandbox's output file (0: 256 KiB)")
 	fs.BoolVar(&o.init, "init", getenv("BOXWIRE_INIT") == "1", "run the engine's init as PID 1 (for images without one)")
+	fs.StringVar(&o.previewDomain, "preview-domain", getenv("BOXWIRE_PREVIEW_DOMAIN"), "serve sandbox ports at {port}-{thread}.DOMAIN too (a wildcard DNS name for the bridge; docs/preview.md); empty: the path form only")
 	allowedHosts := fs.String("allowed-hosts", getenv("BOXWIRE_ALLOWED_HOSTS"), "comma-separated host names clients may reach the bridge by, besides IP addresses and localhost (* for any; others get 421, against DNS rebinding)")
 	fs.StringVar(&o.oidc.Issuer, "oidc-issuer", getenv("BOXWIRE_OIDC_ISSUER"), "also accept bearer JWTs of this OpenID Connect issuer (its JWKS is fetched and cached)")
 	fs.StringVar(&o.oidc.Audience, "oidc-audience", getenv("BOXWIRE_OIDC_AUDIENCE"), "the audience (aud) the issuer's tokens must name")
@@ -202,7 +204,7 @@ func (o options) server(mgr sandbox.Manager, getenv func(string) string, log *sl
 		Images: o.images, Runtime: o.runtime, Runtimes: o.runtimes, MaxSandboxes: o.maxSandboxes, Pool: o.pool, PoolIdle: o.poolIdle,
 		IdleTTL: o.idleTTL, MaxLifetime: o.maxLifetime, ReapInterval: o.reapInterval,
 		ThreadTTL: o.threadTTL, RecycleGrace: o.recycleGrace,
-		MaxUploadBytes: o.maxUpload, AllowedHosts: o.allowedHosts, UserLimits: o.userLimits,
+		MaxUploadBytes: o.maxUpload, AllowedHosts: o.allowedHosts, UserLimits: o.userLimits, PreviewDomain: o.previewDomain,
 		Retention: o.retention, MaxStoredOutput: o.logOutputCap, StoreSync: o.storeSync, StoreURL: o.store, LeaseTTL: o.leaseTTL,
 		EgressThreadMax: o.egressThreadMax, // docs/egress-thread.md
 		Rollout:         o.rollout, AgentBinary: o.agentBinary, ReloadImages: o.allowedImages,

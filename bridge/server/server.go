@@ -80,6 +80,11 @@ type Config struct {
 	// certificate and key (PEM files).
 	TLSCert, TLSKey string
 
+	// PreviewDomain turns on preview URLs of the host form,
+	// {port}-{thread}.{PreviewDomain} (bridge/preview); empty leaves the
+	// path form only.
+	PreviewDomain string
+
 	// Images are the images a thread may ask for besides Image.
 	Images []string
 	// Runtime is the OCI runtime of sandboxes ("" = the engine's default);
@@ -333,6 +338,8 @@ func (s *Server) fleetConfig() fleet.Config {
 // /v1/threads, GET and DELETE /v1/threads/{id}) and GET /healthz. Everything but /healthz needs the bearer token.
 func (s *Server) Handler() http.Handler {
 	mux, u := http.NewServeMux(), s.users
+	pv, guard := s.newPreview() // ports, preview URLs, public links, forwards (preview.go)
+	pv.Routes(mux, guard)
 	mux.HandleFunc("GET /readyz", s.serveReady) // leases.go
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -354,7 +361,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("/", u.Auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		httpjson.Error(w, http.StatusNotFound, wire.CodeNotFound, "no route for "+r.Method+" "+r.URL.Path)
 	})))
-	return hostcheck.Handler(s.cfg.AllowedHosts, mux) // bridge/hostcheck
+	return pv.Hosts(hostcheck.Handler(s.cfg.AllowedHosts, mux), guard) // preview hosts first, then the Host check
 }
 
 // Close stops the fleet's reaper and pool, closes every client and agent

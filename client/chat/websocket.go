@@ -3,7 +3,6 @@ package chat
 import (
 	"context"
 	"fmt"
-	"net/http"
 
 	"github.com/boxwire/boxwire/bridge/wire"
 	"github.com/gorilla/websocket"
@@ -29,14 +28,7 @@ func DialWebSocket(ctx context.Context, cfg Config) (*websocket.Conn, wire.Hello
 	if err != nil {
 		return nil, wire.Hello{}, fmt.Errorf("dial: %w", err)
 	}
-	d := websocket.Dialer{NetDialContext: ep.dial, HandshakeTimeout: handshakeTimeout}
-	if ep.dial == nil {
-		d.Proxy = http.ProxyFromEnvironment
-	}
-	header := http.Header{}
-	if cfg.Token != "" {
-		header.Set("Authorization", "Bearer "+cfg.Token)
-	}
+	d, header := ep.wsDialer(), authHeader(cfg.Token) // forward.go
 	ws, resp, err := d.DialContext(ctx, ep.ws.String(), header)
 	if err != nil {
 		if resp != nil {

@@ -4,14 +4,7 @@ import "context"
 
 // runCopy is "client cp": Copy, ended early by Ctrl-C.
 func runCopy(ctx context.Context, inv *invocation, args []string) int {
-	cctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := untilInterrupt(ctx, inv) // cmd_forward.go
 	defer cancel()
-	go func() { // ends with cctx, at the latest when runCopy returns
-		select {
-		case <-inv.p.Interrupts:
-			cancel()
-		case <-cctx.Done():
-		}
-	}()
-	return Copy(cctx, inv.opts, args, inv.progress)
+	return Copy(ctx, inv.opts, args, inv.progress)
 }

@@ -29,6 +29,12 @@ var commands = []command{
 	{"whoami", []string{
 		"whoami               who the bridge says the token (or API key) is",
 	}, runWhoAmI},
+	{"forward", []string{
+		"forward THREAD PORT[:LOCAL]  listen on 127.0.0.1:LOCAL (default PORT) and carry each connection to PORT in the sandbox",
+	}, runForward},
+	{"ports", []string{
+		"ports THREAD         what listens in the thread's sandbox, with its preview URLs",
+	}, runPorts},
 }
 
 // lookupCommand returns the sub-command called name.
