@@ -20,6 +20,7 @@ import (
 	"github.com/boxwire/boxwire/agent/files"
 	"github.com/boxwire/boxwire/agent/loop"
 	"github.com/boxwire/boxwire/agent/posture"
+	"github.com/boxwire/boxwire/agent/relay"
 	"github.com/boxwire/boxwire/agent/session"
 	"github.com/boxwire/boxwire/agent/terminal"
 	"github.com/boxwire/boxwire/agent/threads"
@@ -41,7 +42,12 @@ var version = "dev"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	var err error
+	if len(os.Args) > 1 && os.Args[1] == "relay" { // the bridge's channel into a pod (agent/relay)
+		err = relay.Main(ctx, os.Args[2:], os.Stdin, os.Stdout, os.Stderr)
+	} else {
+		err = run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	}
 	stop()
 	if err != nil && !errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(os.Stderr, "boxwire-agent:", err)
