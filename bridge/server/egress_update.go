@@ -2,13 +2,8 @@ package server
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"net/http"
 
-	"github.com/boxwire/boxwire/bridge/internal/httpjson"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -20,75 +15,6 @@ import (
 // on; the records of the sandbox's threads carry them, so a resumed,
 // replaced or adopted sandbox keeps them. Every thread of the sandbox logs
 // an egress_rules event.
-
-// errNoThread: PATCH named a thread the bridge does not know.
-var errNoThread = errors.New("no such thread")
-
-// patchThread answers PATCH /v1/threads/{id}: {"egress": [...]} replaces
-// the thread's sandbox's own egress rules (an empty list removes them),
-// validated as on creation (fleet.ThreadEgress); {"image": "..."} moves
-// the thread's sandbox to another allowed image, keeping workspace and
-// conversation (rollout_api.go); a body may carry both. It answers 200
-// with the thread's ThreadInfo, 400 for a body, rules or an image it
-// refuses, 404 for an unknown thread. It blocks while the thread is being
-// resumed or its sandbox suspended.
-func (s *Server) patchThread(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	var req struct {
-		Egress *[]string `json:"egress"` // wire.UpdateThread, with "missing" told from "empty"
-		Image  *string   `json:"image"`
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxCreateBody))
-	if err == nil {
-		err = json.Unmarshal(body, &req)
-	}
-	switch {
-	case err != nil:
-	case req.Egress == nil && req.Image == nil:
-		err = errors.New(`egress is required, or image (an empty egress list removes the thread's rules)`)
-	case req.Image != nil && *req.Image == "":
-		err = errors.New("image must name an allowed image")
-	}
-	if err != nil {
-		httpjson.Error(w, http.StatusBadRequest, wire.CodeBadMessage, "body: "+err.Error())
-		return
-	}
-	if _, ok, _ := s.cfg.Store.Get(r.Context(), id); !ok && s.lookup(id) == nil {
-		httpjson.NotFound(w, id)
-		return
-	}
-	if req.Image != nil {
-		ctx, cancel := s.untilClose(r.Context())
-		info, err := s.moveImage(ctx, id, *req.Image) // rollout_api.go
-		cancel()
-		if err != nil || req.Egress == nil {
-			if err != nil {
-				s.writeMoveError(w, id, err)
-			} else {
-				httpjson.Write(w, http.StatusOK, info)
-			}
-			return
-		}
-	}
-	rules, err := s.fleet.ThreadEgress(*req.Egress)
-	if err != nil {
-		status, env := httpError(err)
-		httpjson.Error(w, status, env.Code, env.Message)
-		return
-	}
-	ctx, cancel := s.untilClose(r.Context())
-	defer cancel()
-	info, err := s.setEgress(ctx, id, rules, wire.EgressByAPI)
-	switch {
-	case errors.Is(err, errNoThread):
-		httpjson.NotFound(w, id)
-	case err != nil:
-		s.log.Error("change egress rules", "thread", id, "err", err)
-		httpjson.Error(w, http.StatusInternalServerError, wire.CodeInternal, err.Error())
-	default:
-		httpjson.Write(w, http.StatusOK, info)
-	}
-}
 
 // setEgress gives thread id's sandbox the canonical rules (nil: none),
 // stores them in the records of all its threads and logs an egress_rules

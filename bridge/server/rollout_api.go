@@ -2,11 +2,8 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net/http"
 
-	"github.com/boxwire/boxwire/bridge/internal/httpjson"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -14,8 +11,8 @@ import (
 // pause the move of live sandboxes to a rebuilt image, and reloading the
 // image allowlist (Run, on Config.Reload), are bridge/rollout's over the
 // server's fleet (Server.roll); moving one thread to another image (PATCH
-// /v1/threads/{id} "image", egress_update.go) is here. The pace and the
-// moves themselves are bridge/fleet's (rollout.go).
+// /v1/threads/{id} "image": bridge/threadapi's Patch) is here. The pace
+// and the moves themselves are bridge/fleet's (rollout.go).
 
 // moveImage moves thread id's sandbox to the allowed image (the whole
 // shared sandbox in assistant scope), keeping workspace and conversation:
@@ -49,19 +46,4 @@ func (s *Server) moveImage(ctx context.Context, id, image string) (wire.ThreadIn
 		return s.suspendedInfo(rec), nil // suspend.go
 	}
 	return wire.ThreadInfo{}, errNoThread
-}
-
-// writeMoveError answers a refused or failed moveImage.
-func (s *Server) writeMoveError(w http.ResponseWriter, id string, err error) {
-	var werr wire.Error
-	switch {
-	case errors.Is(err, errNoThread):
-		httpjson.NotFound(w, id)
-	case errors.As(err, &werr):
-		status, env := httpError(err)
-		httpjson.Error(w, status, env.Code, env.Message)
-	default:
-		s.log.Error("change thread image", "thread", id, "err", err)
-		httpjson.Error(w, http.StatusInternalServerError, wire.CodeInternal, err.Error())
-	}
 }

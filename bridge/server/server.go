@@ -346,14 +346,7 @@ func (s *Server) Handler() http.Handler {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.Handle("GET "+wire.Path, u.Auth(http.HandlerFunc(s.serveWS)))
-	// Routes naming a thread answer 404 for another user's (bridge/users).
-	mux.Handle("DELETE /v1/threads/{id}", u.Auth(u.Owned(http.HandlerFunc(s.deleteThread))))
-	mux.Handle("POST /v1/threads", u.Auth(http.HandlerFunc(s.postThread)))
-	mux.Handle("GET /v1/threads", u.Auth(http.HandlerFunc(s.listThreads)))
-	mux.Handle("GET /v1/threads/{id}", u.Auth(u.Owned(http.HandlerFunc(s.getThread))))
-	mux.Handle("PATCH /v1/threads/{id}", u.Auth(u.Owned(u.Audited("thread.update", http.HandlerFunc(s.patchThread))))) // egress_update.go
-	mux.Handle("GET /v1/threads/{id}/events", u.Auth(u.Owned(u.Audited("thread.export", http.HandlerFunc(s.exportEvents)))))
-	mux.Handle(wire.ThreadFilesPath, u.Auth(u.Owned(u.Audited("", http.HandlerFunc(s.serveFiles)))))
+	s.threadRoutes(mux) // the threads API (bridge/threadapi) and file transfers: threadapi.go
 	u.Routes(mux)                          // GET /v1/users/me, the admin API (bridge/users, bridge/auth)
 	s.roll.Routes(mux, u.Admin, u.Audited) // GET and POST /v1/rollout (bridge/rollout)
 	mux.Handle("GET /metrics", u.Admin(http.HandlerFunc(s.serveMetrics))) // metrics.go

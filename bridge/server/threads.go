@@ -2,23 +2,14 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"io"
-	"net/http"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/boxwire/boxwire/bridge/fleet"
-	"github.com/boxwire/boxwire/bridge/internal/httpjson"
 	"github.com/boxwire/boxwire/bridge/sandbox"
-	"github.com/boxwire/boxwire/bridge/users"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
-
-// maxCreateBody bounds the body of POST /v1/threads.
-const maxCreateBody = 64 << 10
 
 // lifecycleDefaults fills the lifecycle fields of cfg.
 func lifecycleDefaults(cfg Config) Config {
@@ -47,81 +38,6 @@ func lifecycleDefaults(cfg Config) Config {
 	return cfg
 }
 
-// postThread creates a thread and its sandbox (POST /v1/threads) and
-// answers 201 with its ThreadInfo once its agent is ready.
-func (s *Server) postThread(w http.ResponseWriter, r *http.Request) {
-	var req wire.CreateThread
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxCreateBody))
-	if err == nil && len(body) > 0 {
-		err = json.Unmarshal(body, &req)
-	}
-	if err != nil {
-		httpjson.Error(w, http.StatusBadRequest, wire.CodeBadMessage, "body: "+err.Error())
-		return
-	}
-	ctx, cancel := s.untilClose(r.Context())
-	defer cancel()
-	t, err := s.createThread(ctx, req)
-	if err != nil {
-		s.log.Warn("create thread", "err", err)
-		status, env := httpError(err)
-		httpjson.Error(w, status, env.Code, env.Message)
-		return
-	}
-	t.log.Info("thread created", "scope", t.box.Scope(), "box", t.box.ID())
-	httpjson.Write(w, http.StatusCreated, s.info(r.Context(), t))
-}
-
-// httpError maps a creation error to a status and a wire error.
-func httpError(err error) (int, wire.Error) {
-	env := errorFor("", "", err)
-	var werr wire.Error
-	_ = env.Decode(&werr)
-	switch werr.Code {
-	case wire.CodeNotAllowed, wire.CodeBadMessage:
-		return http.StatusBadRequest, werr
-	case wire.CodeSandboxLimit, wire.CodeQuotaExceeded:
-		return http.StatusTooManyRequests, werr
-	case wire.CodeEngineUnavailable, wire.CodeInternal:
-		return http.StatusServiceUnavailable, werr
-	}
-	return http.StatusBadGateway, werr
-}
-
-// listThreads answers GET /v1/threads with every live thread, oldest first.
-func (s *Server) listThreads(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	threads := make([]*thread, 0, len(s.threads))
-	for _, t := range s.threads {
-		threads = append(threads, t)
-	}
-	s.mu.Unlock()
-	list := wire.ThreadList{Threads: []wire.ThreadInfo{}}
-	for _, t := range threads {
-		list.Threads = append(list.Threads, s.info(r.Context(), t))
-	}
-	list.Threads = append(list.Threads, s.suspendedInfos(r.Context())...)                // suspend.go
-	list.Threads = s.users.Filter(r.Context(), list.Threads, r.URL.Query().Get("owner")) // bridge/users
-	sort.Slice(list.Threads, func(i, j int) bool { return list.Threads[i].Created.Before(list.Threads[j].Created) })
-	httpjson.Write(w, http.StatusOK, list)
-}
-
-// getThread answers GET /v1/threads/{id}.
-func (s *Server) getThread(w http.ResponseWriter, r *http.Request) {
-	t := s.lookup(r.PathValue("id"))
-	if rec, ok := s.suspendedRecord(r.Context(), r.PathValue("id")); t == nil && ok { // suspend.go
-		info := s.suspendedInfo(rec)
-		info.Owner = users.OwnerName(rec.Owner)
-		httpjson.Write(w, http.StatusOK, info)
-		return
-	}
-	if t == nil {
-		httpjson.NotFound(w, r.PathValue("id"))
-		return
-	}
-	httpjson.Write(w, http.StatusOK, s.info(r.Context(), t))
-}
-
 // info describes t, asking the engine whether its sandbox runs.
 func (s *Server) info(ctx context.Context, t *thread) wire.ThreadInfo {
 	b := t.box
@@ -142,38 +58,6 @@ func (s *Server) info(ctx context.Context, t *thread) wire.ThreadInfo {
 		IdleExpires: st.IdleExpires, Clients: n, Egress: st.Egress, Owner: s.users.OwnerOf(ctx, t.id),
 		AgentVersion: st.Agent.Version, AgentHash: st.Agent.Hash,
 	}
-}
-
-// deleteThread removes a thread (DELETE /v1/threads/{id}); in thread scope
-// its sandbox, workspace volume, proxy and folder go with it, in assistant
-// scope the shared sandbox stays until its TTL.
-func (s *Server) deleteThread(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	t := s.lookup(id)
-	// A delete, once asked, is carried out whole: a client that hangs up
-	// meanwhile must not leave a sandbox or volume half removed.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), deleteTimeout)
-	defer cancel()
-	if _, ok := s.suspendedRecord(ctx, id); t == nil && ok { // suspend.go: thread, log and volume
-		if err := s.removeSuspended(ctx, id); err != nil {
-			httpjson.Error(w, http.StatusInternalServerError, wire.CodeInternal, err.Error())
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
-		return
-	}
-	if t == nil {
-		httpjson.NotFound(w, id)
-		return
-	}
-	s.users.Record(r.Context(), "thread.delete", id, "", r.RemoteAddr)
-	if err := s.removeThread(ctx, t, wire.ErrorEnvelope(id, "", wire.CodeNotFound, "thread deleted")); err != nil {
-		t.log.Error("remove thread", "err", err)
-		httpjson.Error(w, http.StatusInternalServerError, wire.CodeInternal, err.Error())
-		return
-	}
-	t.log.Info("thread deleted")
-	w.WriteHeader(http.StatusNoContent)
 }
 
 // deleteTimeout bounds carrying out one DELETE of a thread, whether or not
