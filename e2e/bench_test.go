@@ -42,6 +42,7 @@ func TestBenchmarks(t *testing.T) {
 		{"notyours", benchNotYours},
 		{"rebuild", func(t *testing.T, _ *env, r *report) { benchRebuild(t, r) }},
 		{"updatevisible", benchUpdateVisible}, // bench_rollout_test.go
+		{"preview", benchPreviewDownload},     // bench_preview_test.go
 	}
 	only := os.Getenv("BOXWIRE_BENCH_ONLY") // e.g. "execute,relay"
 	for _, f := range figures {

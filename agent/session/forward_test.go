@@ -236,3 +236,24 @@ func TestForwardPorts(t *testing.T) {
 		t.Fatalf("port_list answered %+v %s", got, got.Data)
 	}
 }
+
+// TestForwardIdle: a stream that carries nothing either way for the idle
+// limit is closed with code idle; one that carries bytes is not.
+func TestForwardIdle(t *testing.T) {
+	port := listen(t, func(c net.Conn) { _, _ = io.Copy(c, c) })
+	e := newEnv(t, session.Config{Loop: loop.Config{Model: &fakeModel{}}, Forward: forward.Config{Idle: 300 * time.Millisecond}})
+	c := e.dial("")
+	c.send(wire.MustNew(wire.TypePortOpen, "", "o1", wire.PortOpen{Stream: "quiet", Port: port}))
+	if got := c.next(); got.Type != wire.TypePortOpened {
+		t.Fatalf("answer %s %s", got.Type, got.Data)
+	}
+	start := time.Now()
+	got := c.next()
+	sc := decode[wire.StreamClose](t, got)
+	if got.Type != wire.TypeStreamClose || sc.Stream != "quiet" || sc.Code != wire.CodeIdle || !strings.Contains(sc.Message, "idle for 300ms") {
+		t.Fatalf("idle stream: %s %s", got.Type, got.Data)
+	}
+	if took := time.Since(start); took < 200*time.Millisecond {
+		t.Fatalf("closed after %v, before the idle limit", took)
+	}
+}
