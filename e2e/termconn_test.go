@@ -24,17 +24,19 @@ type termRecorder struct {
 	mu      sync.Mutex
 	out     map[string]*bytes.Buffer
 	n       map[string]int64
+	frames  map[string]int64 // output frames per session
 	msgs    []wire.Envelope
 	changed chan struct{} // a token after every change, capacity 1
 }
 
 func newTermRecorder(countOnly bool) *termRecorder {
-	return &termRecorder{countOnly: countOnly, out: map[string]*bytes.Buffer{}, n: map[string]int64{}, changed: make(chan struct{}, 1)}
+	return &termRecorder{countOnly: countOnly, out: map[string]*bytes.Buffer{}, n: map[string]int64{}, frames: map[string]int64{}, changed: make(chan struct{}, 1)}
 }
 
 func (r *termRecorder) Output(session string, data []byte) {
 	r.mu.Lock()
 	r.n[session] += int64(len(data))
+	r.frames[session]++
 	if !r.countOnly {
 		if r.out[session] == nil {
 			r.out[session] = &bytes.Buffer{}
@@ -226,12 +228,26 @@ func quote(s string) string { return strings.ReplaceAll(strings.ReplaceAll(s, "\
 // streamTerminal(t, e, s, "head -c 256M /dev/zero") should give 256 MiB.
 func streamTerminal(t *testing.T, e *env, s *session, cmd string) (bytes int64, took time.Duration) {
 	t.Helper()
+	st := streamTerminalStats(t, e, s, cmd)
+	return st.bytes, st.took
+}
+
+// streamStats is what streamTerminalStats measured of one stream.
+type streamStats struct {
+	bytes  int64         // output bytes that arrived before the exit
+	frames int64         // in how many output frames
+	took   time.Duration // from the open to the exit
+}
+
+// streamTerminalStats is streamTerminal, also counting the frames.
+func streamTerminalStats(t *testing.T, e *env, s *session, cmd string) streamStats {
+	t.Helper()
 	c := e.dialTerm(s.conn.Thread(), true)
 	defer c.conn.Close()
 	start := time.Now()
 	a := c.open([]string{"sh", "-c", cmd}, 80, 24)
 	ex := c.awaitMsg(wire.TypeTerminalExit)
-	took = time.Since(start)
+	took := time.Since(start)
 	var x wire.TerminalExit
 	if err := ex.Decode(&x); err != nil || x.Session != a.Session {
 		t.Fatalf("terminal_exit %s: %v", ex.Data, err)
@@ -240,7 +256,6 @@ func streamTerminal(t *testing.T, e *env, s *session, cmd string) (bytes int64, 
 		t.Fatalf("%q exited with status %d", cmd, x.ExitCode)
 	}
 	c.rec.mu.Lock()
-	bytes = c.rec.n[a.Session]
-	c.rec.mu.Unlock()
-	return bytes, took
+	defer c.rec.mu.Unlock()
+	return streamStats{bytes: c.rec.n[a.Session], frames: c.rec.frames[a.Session], took: took}
 }

@@ -55,17 +55,22 @@ func exitCode(ps *os.ProcessState) int {
 	return ps.ExitCode()
 }
 
-// readLoop copies the PTY output to p.out. It ends on EIO (every holder of
-// the terminal closed it), when the master is closed, or, once the main
-// process has exited, when the terminal is empty and no output came for
-// drainIdle, or after drainMax once at least drainFloor bytes were read
-// since the exit. A read deadline never ends it by itself: the deadline
-// may be the waiter's wake-up, set after ours, so what the terminal still
-// holds is read without one first. Owned by Process; Wait and Close wait
-// for it.
+// readSize bounds one Write of output (readLoop): 64 KiB, as much as a
+// terminal frame carries.
+const readSize = 64 << 10
+
+// readLoop copies the PTY output to p.out, each Write what one read and
+// the reads right after it that need not wait gave (up to readSize). It
+// ends on EIO (every holder of the terminal closed it), when the master is
+// closed, or, once the main process has exited, when the terminal is empty
+// and no output came for drainIdle, or after drainMax once at least
+// drainFloor bytes were read since the exit. A read deadline never ends it
+// by itself: the deadline may be the waiter's wake-up, set after ours, so
+// what the terminal still holds is read without one first. Owned by
+// Process; Wait and Close wait for it.
 func (p *Process) readLoop() {
 	defer close(p.readDone)
-	buf := make([]byte, 32*1024)
+	buf := make([]byte, readSize)
 	out := p.out
 	var drainEnd, idleEnd time.Time // set once the main process has exited
 	var drained int                 // bytes read since then
@@ -81,6 +86,18 @@ func (p *Process) readLoop() {
 		n, err := p.master.Read(buf)
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			n, err = p.readHeld(buf)
+		}
+		// A PTY read gives at most the line discipline's 4 KiB: gather
+		// what the terminal holds already into one Write, without waiting
+		// for more, so that bulk output reaches Output in large pieces
+		// (a terminal stream sends each Write as a frame).
+		for err == nil && n > 0 && n < len(buf) {
+			k, herr := p.readHeld(buf[n:])
+			n += k
+			if herr != nil || k == 0 {
+				err = herr
+				break
+			}
 		}
 		if n > 0 && out != nil {
 			if _, werr := out.Write(buf[:n]); werr != nil {

@@ -2,6 +2,7 @@ package chat
 
 import (
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/boxwire/boxwire/bridge/wire"
@@ -23,8 +24,9 @@ func (c *Conn) readPump() {
 	alive := func() { _ = c.ws.SetReadDeadline(time.Now().Add(pongWait)) }
 	alive()
 	c.ws.SetPongHandler(func(string) error { alive(); return nil })
+	var frames []byte // binary frames are read into it, reused (Receiver.Binary)
 	for {
-		kind, data, err := c.ws.ReadMessage()
+		kind, data, err := c.readMessage(&frames)
 		if err != nil {
 			c.fail(fmt.Errorf("read: %w", err))
 			c.log.Debug("reader stopped", "err", c.Err())
@@ -38,6 +40,43 @@ func (c *Conn) readPump() {
 			return
 		}
 	}
+}
+
+// reuseLimit bounds the binary frame buffer the reader keeps between
+// frames; terminal frames are at most wire.MaxFrameData and a header.
+const reuseLimit = 2 * wire.MaxFrameData
+
+// readMessage reads the next message whole. A binary frame is read into
+// *buf, which is kept for the next one (a terminal stream then costs no
+// allocation per frame: Receiver.Binary's data is valid only during the
+// call); a text message gets a buffer of its own, as Events keeps it.
+func (c *Conn) readMessage(buf *[]byte) (int, []byte, error) {
+	kind, r, err := c.ws.NextReader()
+	if err != nil {
+		return kind, nil, err
+	}
+	if kind != websocket.BinaryMessage {
+		data, err := io.ReadAll(r)
+		return kind, data, err
+	}
+	b := (*buf)[:0]
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return kind, nil, err
+		}
+	}
+	if cap(b) <= reuseLimit {
+		*buf = b
+	}
+	return kind, b, nil
 }
 
 // route hands one frame to the Receiver (pongs excepted), then a reply to
