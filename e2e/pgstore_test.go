@@ -126,9 +126,8 @@ func TestStorePostgresRestart(t *testing.T) {
 // Leases and readiness on PostgreSQL: the bridge holds its id's lease and
 // the lease of each thread it relays; a second bridge started with the
 // same id on the same database refuses to run; a bridge with another id
-// refuses a client of the thread, naming its relay, and starts no second
-// sandbox for it (serving it through the store is not wired yet); bridge
-// status lists the bridge and its thread; while
+// forwards a client of the thread to its relay and starts no second
+// sandbox for it; bridge status lists the bridge and its thread; while
 // PostgreSQL is down
 // GET /readyz answers 503 naming the store, and 200 again once it is back,
 // with the leases taken back; a SIGTERM releases them, so the next start
@@ -183,22 +182,31 @@ func TestStorePostgresLeasesAndReadiness(t *testing.T) {
 	if !strings.Contains(err.Error(), "bridge id in use by another running bridge") {
 		t.Fatalf("the second bridge stopped for another reason: %v", err)
 	}
-	// A bridge with another id on the database refuses the thread the
-	// first relays, naming it, and starts no sandbox for it.
+	// A bridge with another id on the database forwards a client of the
+	// thread to its relay (announced at its listen address): a turn runs
+	// through it, and no second sandbox is made.
 	peer, err := e.launchBridge(append(lease, "BOXWIRE_DATA_DIR="+other, "BOXWIRE_BRIDGE_ID="+e.id+"-peer")...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dctx, dcancel := context.WithTimeout(context.Background(), startTimeout)
-	_, err = chat.Dial(dctx, chat.Config{URL: peer.url + wire.Path, Token: e.token, Thread: thread})
+	pc, err := chat.Dial(dctx, chat.Config{URL: peer.url + wire.Path, Token: e.token, Thread: thread})
 	dcancel()
-	if err == nil || !strings.Contains(err.Error(), "relayed by bridge "+e.id) {
-		t.Errorf("attach through the peer bridge: %v; want a refusal naming %s", err, e.id)
+	if err != nil {
+		t.Fatalf("attach through the peer bridge: %v\n%s", err, peer.logText())
 	}
+	if _, done := (&session{t: t, conn: pc}).turn("which number did I ask you to remember?"); done.Reason != wire.ReasonStop {
+		t.Fatalf("turn through the peer ended %q", done.Reason)
+	}
+	pc.Close()
 	peer.stop(t)
-	if n := len(e.containers(map[string]string{"boxwire.thread": thread})); n != 1 {
-		t.Errorf("the thread has %d sandboxes after the peer's refusal, want 1", n)
+	if !strings.Contains(peer.logText(), "client forwarded to the thread's relay") {
+		t.Errorf("the peer did not forward the client:\n%s", peer.logText())
 	}
+	if n := len(e.containers(map[string]string{"boxwire.thread": thread})); n != 1 {
+		t.Errorf("the thread has %d sandboxes after the forwarded turn, want 1", n)
+	}
+	checkConsecutive(t, "after the forwarded turn", e.exportSeqs(thread))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -40,8 +40,17 @@ type leases struct {
 	ttl      time.Duration
 	log      *slog.Logger
 
-	mu   sync.Mutex
-	held map[string]bool // threads
+	mu      sync.Mutex
+	held    map[string]bool // threads
+	address string          // announced to the other bridges (forward.go)
+}
+
+// announced records that this bridge's address is in the store: release
+// forgets it.
+func (l *leases) announced(addr string) {
+	l.mu.Lock()
+	l.address = addr
+	l.mu.Unlock()
 }
 
 func newLeases(st store.Leases, bridgeID string, ttl time.Duration, log *slog.Logger) *leases {
@@ -81,13 +90,13 @@ func (l *leases) claimBridge(ctx context.Context) error {
 }
 
 // acquire takes (or renews) the lease of thread for this bridge; another
-// bridge's unexpired lease refuses it with a wire.Error
-// (sandbox_unavailable) that names that bridge.
+// bridge's unexpired lease refuses it with a relayedError (forward.go), a
+// wire.Error (sandbox_unavailable) that names that bridge.
 func (l *leases) acquire(ctx context.Context, thread string) error {
 	cur, err := l.st.AcquireLease(ctx, thread, l.id, l.ttl)
 	if errors.Is(err, store.ErrLeaseHeld) {
-		return wire.Error{Code: wire.CodeSandboxUnavailable, Message: fmt.Sprintf(
-			"thread %s is relayed by bridge %s (its lease runs until %s): connect to that bridge", thread, cur.Holder, cur.Expires.UTC().Format(time.RFC3339))}
+		return relayedError{holder: cur.Holder, werr: wire.Error{Code: wire.CodeSandboxUnavailable, Message: fmt.Sprintf(
+			"thread %s is relayed by bridge %s (its lease runs until %s): connect to that bridge", thread, cur.Holder, cur.Expires.UTC().Format(time.RFC3339))}}
 	}
 	if err != nil {
 		return err
@@ -149,10 +158,13 @@ func (l *leases) renew(ctx context.Context, live []string) {
 // may take its threads at once; Close calls it.
 func (l *leases) release(ctx context.Context) error {
 	l.mu.Lock()
-	held := l.held
-	l.held = map[string]bool{}
+	held, addr := l.held, l.address
+	l.held, l.address = map[string]bool{}, ""
 	l.mu.Unlock()
 	var errs []error
+	if addr != "" {
+		errs = append(errs, l.st.PutBridge(ctx, store.Bridge{ID: l.id}))
+	}
 	for id := range held {
 		errs = append(errs, l.st.ReleaseLease(ctx, id, l.id))
 	}

@@ -51,6 +51,7 @@ func Run(ctx context.Context, cfg Config, addr string) error {
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }() // ends with hs.Shutdown below
 	log.Info("listening on "+scheme+"://"+ln.Addr().String(), "software", cfg.Software, "config", srv.cfg)
+	srv.announce(scheme + "://" + ln.Addr().String()) // to the other bridges on the store (forward.go)
 
 	for done := false; !done; {
 		select {

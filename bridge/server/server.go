@@ -137,6 +137,10 @@ type Config struct {
 	// LeaseTTL is how long this bridge's leases in the store (its own id,
 	// its threads) last unrenewed; default DefaultLeaseTTL (leases.go).
 	LeaseTTL time.Duration
+	// AdvertiseURL is where the other bridges on the store reach this one
+	// to forward it the clients of its threads (forward.go); default the
+	// address Run listens on, when that names a host.
+	AdvertiseURL string
 
 	// Egress is the egress allowlist (see egress.ParseRules); empty means
 	// sandboxes get no egress proxy and so no network at all.
@@ -346,11 +350,11 @@ func (s *Server) Handler() http.Handler {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.Handle("GET "+wire.Path, u.Auth(http.HandlerFunc(s.serveWS)))
-	s.threadRoutes(mux) // the threads API (bridge/threadapi) and file transfers: threadapi.go
-	u.Routes(mux)                          // GET /v1/users/me, the admin API (bridge/users, bridge/auth)
-	s.roll.Routes(mux, u.Admin, u.Audited) // GET and POST /v1/rollout (bridge/rollout)
+	s.threadRoutes(mux)                                                   // the threads API (bridge/threadapi) and file transfers: threadapi.go
+	u.Routes(mux)                                                         // GET /v1/users/me, the admin API (bridge/users, bridge/auth)
+	s.roll.Routes(mux, u.Admin, u.Audited)                                // GET and POST /v1/rollout (bridge/rollout)
 	mux.Handle("GET /metrics", u.Admin(http.HandlerFunc(s.serveMetrics))) // metrics.go
-	s.web.Routes(mux)                      // browser sessions and the page at / (bridge/web)
+	s.web.Routes(mux)                                                     // browser sessions and the page at / (bridge/web)
 	mux.Handle("/", u.Auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		httpjson.Error(w, http.StatusNotFound, wire.CodeNotFound, "no route for "+r.Method+" "+r.URL.Path)
 	})))

@@ -48,6 +48,9 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	ctx, stopHangup := hangup.Watch(r.Context(), conn.NetConn()) // bridge/internal/hangup: a client that leaves stops creation
 	t, err := s.threadFor(ctx, hello)
 	stopHangup()
+	if err != nil && s.forward(r, conn, helloEnv, err) { // another bridge relays the thread (forward.go)
+		return
+	}
 	if err != nil {
 		c.log.Warn("attach client", "thread", hello.Thread, "err", err)
 		reject(conn, errorFor(hello.Thread, helloEnv.ID, err), closeNormal)
