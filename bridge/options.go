@@ -22,6 +22,7 @@ import (
 	"github.com/boxwire/boxwire/bridge/server"
 	"github.com/boxwire/boxwire/bridge/store"
 	"github.com/boxwire/boxwire/bridge/store/pgstore"
+	"github.com/boxwire/boxwire/bridge/web"
 )
 
 // options are the bridge's settings from flags and the environment (flags
@@ -56,8 +57,6 @@ type options struct {
 	store string
 	// leaseTTL is how long the bridge's leases last unrenewed (--lease-ttl).
 	leaseTTL time.Duration
-	// advertiseURL is where the other bridges reach this one (--advertise-url).
-	advertiseURL string
 
 	// Rollouts (docs/lifecycle.md): the pace of moving live sandboxes to a
 	// rebuilt image; a file of allowed images re-read on SIGHUP; an agent
@@ -69,6 +68,8 @@ type options struct {
 	// over plain HTTP beyond loopback (docs/web.md).
 	tlsCert, tlsKey string
 	insecureHTTP    bool
+	// oidcLogin is the page's OIDC sign-in (ClientID "" means none).
+	oidcLogin web.OIDCLogin
 }
 
 // parseOptions reads args (after any subcommand) with defaults from getenv.
@@ -106,7 +107,6 @@ func parseOptions(name string, args []string, getenv func(string) string) (optio
 	fs.Int64Var(&o.retention.MaxBytes, "retain-bytes", int64(envInt(getenv, "BOXWIRE_RETAIN_BYTES", 0)), "keep about this many bytes of newest events per thread (0: all)")
 	fs.DurationVar(&o.storeSync, "store-sync", envDur(getenv, "BOXWIRE_STORE_SYNC", 100*time.Millisecond), "fsync the event store at most this often; 0: before every event is sent (slower; survives power loss)")
 	fs.DurationVar(&o.leaseTTL, "lease-ttl", envDur(getenv, "BOXWIRE_LEASE_TTL", 0), "how long this bridge's leases in the store (its id, its threads) last unrenewed (default 15s)")
-	fs.StringVar(&o.advertiseURL, "advertise-url", getenv("BOXWIRE_ADVERTISE_URL"), "where the other bridges on a shared store reach this one, e.g. http://10.0.0.5:7420 (default: the listen address, when it names a host)")
 	fs.StringVar(&o.store, "store", getenv("BOXWIRE_STORE"), "where threads, events, users and audit are kept: a postgres:// URL, or the bbolt file (default: <data-dir>/boxwire.db)")
 	fs.IntVar(&o.logOutputCap, "log-output-cap", envInt(getenv, "BOXWIRE_LOG_OUTPUT_CAP", 0), "tool_output bytes of one call kept in the log; the rest stays in the sandbox's output file (0: 256 KiB)")
 	fs.BoolVar(&o.init, "init", getenv("BOXWIRE_INIT") == "1", "run the engine's init as PID 1 (for images without one)")
@@ -116,6 +116,9 @@ func parseOptions(name string, args []string, getenv func(string) string) (optio
 	fs.StringVar(&o.oidc.Audience, "oidc-audience", getenv("BOXWIRE_OIDC_AUDIENCE"), "the audience (aud) the issuer's tokens must name")
 	fs.StringVar(&o.oidc.Claim, "oidc-claim", env("BOXWIRE_OIDC_CLAIM", "sub"), "the token claim that names the user")
 	fs.BoolVar(&o.oidc.CreateUsers, "oidc-create-users", getenv("BOXWIRE_OIDC_CREATE_USERS") == "1", "create a user on first use of a valid token naming an unknown one")
+	fs.StringVar(&o.oidcLogin.ClientID, "oidc-client-id", getenv("BOXWIRE_OIDC_CLIENT_ID"), "the web page's client at --oidc-issuer: the page offers Sign in with OIDC (code flow with PKCE); --oidc-audience defaults to it")
+	fs.StringVar(&o.oidcLogin.ClientSecret, "oidc-client-secret", getenv("BOXWIRE_OIDC_CLIENT_SECRET"), "the secret of --oidc-client-id (none for a public client); prefer the environment variable")
+	fs.StringVar(&o.oidcLogin.RedirectURL, "oidc-redirect-url", getenv("BOXWIRE_OIDC_REDIRECT_URL"), "the sign-in callback registered at the provider (default: <scheme>://<host>/v1/login/oidc/callback of the request)")
 	fs.Int64Var(&o.userLimits.TokensPerDay, "user-tokens-per-day", int64(envInt(getenv, "BOXWIRE_USER_TOKENS_PER_DAY", 0)), "model tokens one user's sandboxes (not an admin's) may use a UTC day, unless the user has a limit of their own (0: no limit)")
 	fs.IntVar(&o.userLimits.Sandboxes, "user-max-sandboxes", envInt(getenv, "BOXWIRE_USER_MAX_SANDBOXES", 0), "sandboxes one user (not an admin) may run at a time, unless the user has a limit of their own (0: no limit)")
 	fs.IntVar(&o.rollout.Batch, "rollout-batch", envInt(getenv, "BOXWIRE_ROLLOUT_BATCH", 0), "after a rebuild of their image, move at most this many idle live sandboxes per --rollout-interval (0: all at once); the warm pool refills at once")
@@ -129,6 +132,15 @@ func parseOptions(name string, args []string, getenv func(string) string) (optio
 	wsSize := fs.String("workspace-size", env("BOXWIRE_WORKSPACE_SIZE", "10GiB"), "size cap of each /workspace, e.g. 10GiB (a sparse ext4 image on a loop device; needs root on the engine's host); 0: uncapped")
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	if o.oidcLogin.ClientID != "" {
+		if o.oidc.Issuer == "" {
+			return o, errors.New("--oidc-client-id needs --oidc-issuer")
+		}
+		if o.oidc.Audience == "" {
+			o.oidc.Audience = o.oidcLogin.ClientID
+		}
+		o.oidcLogin.Issuer = o.oidc.Issuer
 	}
 	if (o.tlsCert == "") != (o.tlsKey == "") {
 		return o, errors.New("--tls-cert and --tls-key go together")
@@ -208,7 +220,7 @@ func (o options) server(mgr sandbox.Manager, getenv func(string) string, log *sl
 		IdleTTL: o.idleTTL, MaxLifetime: o.maxLifetime, ReapInterval: o.reapInterval,
 		ThreadTTL: o.threadTTL, RecycleGrace: o.recycleGrace,
 		MaxUploadBytes: o.maxUpload, AllowedHosts: o.allowedHosts, UserLimits: o.userLimits, PreviewDomain: o.previewDomain,
-		Retention: o.retention, MaxStoredOutput: o.logOutputCap, StoreSync: o.storeSync, StoreURL: o.store, LeaseTTL: o.leaseTTL, AdvertiseURL: o.advertiseURL,
+		Retention: o.retention, MaxStoredOutput: o.logOutputCap, StoreSync: o.storeSync, StoreURL: o.store, LeaseTTL: o.leaseTTL,
 		EgressThreadMax: o.egressThreadMax, // docs/egress-thread.md
 		Rollout:         o.rollout, AgentBinary: o.agentBinary, ReloadImages: o.allowedImages,
 		TLSCert: o.tlsCert, TLSKey: o.tlsKey, InsecureHTTP: o.insecureHTTP, // docs/web.md
@@ -228,6 +240,10 @@ func (o options) server(mgr sandbox.Manager, getenv func(string) string, log *sl
 			return cfg, fmt.Errorf("--oidc-issuer: %w", err)
 		}
 		cfg.OIDC = v
+		if o.oidcLogin.ClientID != "" {
+			l := o.oidcLogin
+			cfg.OIDCLogin = &l
+		}
 	}
 	return cfg, applyApprovals(&cfg, o.policy, getenv)
 }

@@ -79,6 +79,9 @@ type Config struct {
 	// TLSCert and TLSKey, both set, make Run serve HTTPS with that
 	// certificate and key (PEM files).
 	TLSCert, TLSKey string
+	// OIDCLogin, when set, lets the page sign in with the OIDC provider
+	// (bridge/web); OIDC must accept its ID tokens.
+	OIDCLogin *web.OIDCLogin
 
 	// PreviewDomain turns on preview URLs of the host form,
 	// {port}-{thread}.{PreviewDomain} (bridge/preview); empty leaves the
@@ -137,10 +140,6 @@ type Config struct {
 	// LeaseTTL is how long this bridge's leases in the store (its own id,
 	// its threads) last unrenewed; default DefaultLeaseTTL (leases.go).
 	LeaseTTL time.Duration
-	// AdvertiseURL is where the other bridges on the store reach this one
-	// to forward it the clients of its threads (forward.go); default the
-	// address Run listens on, when that names a host.
-	AdvertiseURL string
 
 	// Egress is the egress allowlist (see egress.ParseRules); empty means
 	// sandboxes get no egress proxy and so no network at all.
@@ -298,7 +297,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.Join(fmt.Errorf("server: %w", err), db.Close())
 	}
 	if s.web, err = web.New(ctx, web.Config{Auth: authn, Store: db, AdminToken: cfg.Token, TTL: cfg.SessionTTL,
-		File: web.SessionsFile(cfg.DataDir), InsecureHTTP: cfg.InsecureHTTP, Logger: cfg.Logger}); err != nil {
+		File: web.SessionsFile(cfg.DataDir), InsecureHTTP: cfg.InsecureHTTP, OIDC: cfg.OIDCLogin, Logger: cfg.Logger}); err != nil {
 		cancel()
 		return nil, errors.Join(fmt.Errorf("server: %w", err), db.Close())
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -54,6 +55,9 @@ type Config struct {
 	// loopback; without it they need TLS there (a cookie sent in clear
 	// over a network is a stolen session).
 	InsecureHTTP bool
+	// OIDC, when set, lets the page sign in with an OpenID Connect
+	// provider (oidc.go); New reads its discovery document.
+	OIDC *OIDCLogin
 	// Logger receives diagnostics; nil discards them.
 	Logger *slog.Logger
 }
@@ -77,11 +81,13 @@ type Sessions struct {
 	cfg   Config
 	log   *slog.Logger
 	table *sessionTable
+	oidc  *oidcSignIn // nil without Config.OIDC
 }
 
 // New returns the sessions of cfg, with those an earlier run kept in
 // cfg.File that are still good. A kept file that cannot be read is
-// logged and ignored (its browsers log in again).
+// logged and ignored (its browsers log in again). With cfg.OIDC it reads
+// the provider's discovery document, bounded by ctx.
 func New(ctx context.Context, cfg Config) (*Sessions, error) {
 	if cfg.Auth == nil {
 		return nil, errors.New("web: an authenticator is required")
@@ -94,6 +100,12 @@ func New(ctx context.Context, cfg Config) (*Sessions, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Sessions{cfg: cfg, log: log, table: &sessionTable{file: cfg.File, log: log, m: map[string]*session{}}}
+	if cfg.OIDC != nil {
+		var err error
+		if s.oidc, err = newOIDCSignIn(ctx, *cfg.OIDC); err != nil {
+			return nil, fmt.Errorf("web: %w", err)
+		}
+	}
 	if err := s.table.load(ctx, &s.cfg, time.Now()); err != nil {
 		log.Warn("browser sessions of the last run are lost", "err", err)
 	}
@@ -170,12 +182,12 @@ func (s *Sessions) postLogin(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnauthorized, wire.CodeUnauthorized, "wrong, expired or revoked key")
 		return
 	}
-	s.start(w, r, p, key)
+	writeLoginInfo(w, s.open(w, r, p, key))
 }
 
-// start opens a session of p (logged in with credential key) and sets
-// its cookie.
-func (s *Sessions) start(w http.ResponseWriter, r *http.Request, p auth.Principal, key string) {
+// open starts a session of p (logged in with credential key, "" for an
+// OIDC sign-in), sets its cookie and writes the audit entry.
+func (s *Sessions) open(w http.ResponseWriter, r *http.Request, p auth.Principal, key string) *session {
 	now := time.Now()
 	ss := &session{P: p, CSRF: randomHex(32), Created: now, Expires: s.expiry(r.Context(), p, now)}
 	if p.Via == "token" {
@@ -189,7 +201,7 @@ func (s *Sessions) start(w http.ResponseWriter, r *http.Request, p auth.Principa
 		SameSite: http.SameSiteStrictMode,
 	})
 	s.cfg.Auth.Record(r.Context(), p, "login", "", p.Via, r.RemoteAddr)
-	writeLoginInfo(w, ss)
+	return ss
 }
 
 // expiry is when a session of p made at now ends: after the session TTL,

@@ -15,7 +15,9 @@ const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 
 	"connect-src 'self'; img-src 'self' data:; font-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 
 // Routes mounts the browser session routes (POST and GET /v1/login, POST
-// /v1/logout) and the page (GET / and its assets) on mux. None needs
+// /v1/logout, GET /v1/login/options, and with OIDC sign-in GET
+// /v1/login/oidc and its callback) and the page (GET / and its assets)
+// on mux. None needs
 // credentials: the page logs in itself. Over plain HTTP on an address
 // other than loopback, without Config.InsecureHTTP, the page and login
 // are refused (403) so that no cookie travels in clear.
@@ -23,6 +25,11 @@ func (s *Sessions) Routes(mux *http.ServeMux) {
 	mux.Handle("POST /v1/login", s.needTLS(http.HandlerFunc(s.postLogin)))
 	mux.Handle("GET /v1/login", s.needTLS(http.HandlerFunc(s.getLogin)))
 	mux.HandleFunc("POST /v1/logout", s.postLogout)
+	mux.HandleFunc("GET /v1/login/options", s.loginOptions)
+	if s.oidc != nil {
+		mux.Handle("GET /v1/login/oidc", s.needTLS(http.HandlerFunc(s.oidcStart)))
+		mux.Handle("GET "+callbackURL, s.needTLS(http.HandlerFunc(s.oidcCallback)))
+	}
 	files := http.FileServerFS(Assets())
 	page := s.needTLS(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()

@@ -37,3 +37,24 @@ func TestTLSOptions(t *testing.T) {
 		}
 	}
 }
+
+// --oidc-client-id needs --oidc-issuer; --oidc-audience defaults to it.
+func TestOIDCLoginOptions(t *testing.T) {
+	t.Parallel()
+	if _, err := parseOptions("bridge", []string{"--oidc-client-id", "web"}, func(string) string { return "" }); err == nil ||
+		!strings.Contains(err.Error(), "--oidc-client-id needs --oidc-issuer") {
+		t.Fatalf("client id without issuer: %v", err)
+	}
+	o, err := parseOptions("bridge", []string{"--oidc-issuer", "https://id.example", "--oidc-client-id", "web"},
+		func(k string) string { return map[string]string{"BOXWIRE_OIDC_CLIENT_SECRET": "s"}[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.oidc.Audience != "web" || o.oidcLogin.Issuer != "https://id.example" || o.oidcLogin.ClientSecret != "s" {
+		t.Fatalf("audience %q, login %+v", o.oidc.Audience, o.oidcLogin)
+	}
+	o, err = parseOptions("bridge", []string{"--oidc-issuer", "https://id.example", "--oidc-audience", "api", "--oidc-client-id", "web"}, func(string) string { return "" })
+	if err != nil || o.oidc.Audience != "api" {
+		t.Fatalf("an audience of its own: %q %v", o.oidc.Audience, err)
+	}
+}
