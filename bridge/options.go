@@ -57,6 +57,8 @@ type options struct {
 	store string
 	// leaseTTL is how long the bridge's leases last unrenewed (--lease-ttl).
 	leaseTTL time.Duration
+	// advertiseURL is where the other bridges reach this one (--advertise-url).
+	advertiseURL string
 
 	// Rollouts (docs/lifecycle.md): the pace of moving live sandboxes to a
 	// rebuilt image; a file of allowed images re-read on SIGHUP; an agent
@@ -107,6 +109,7 @@ func parseOptions(name string, args []string, getenv func(string) string) (optio
 	fs.Int64Var(&o.retention.MaxBytes, "retain-bytes", int64(envInt(getenv, "BOXWIRE_RETAIN_BYTES", 0)), "keep about this many bytes of newest events per thread (0: all)")
 	fs.DurationVar(&o.storeSync, "store-sync", envDur(getenv, "BOXWIRE_STORE_SYNC", 100*time.Millisecond), "fsync the event store at most this often; 0: before every event is sent (slower; survives power loss)")
 	fs.DurationVar(&o.leaseTTL, "lease-ttl", envDur(getenv, "BOXWIRE_LEASE_TTL", 0), "how long this bridge's leases in the store (its id, its threads) last unrenewed (default 15s)")
+	fs.StringVar(&o.advertiseURL, "advertise-url", getenv("BOXWIRE_ADVERTISE_URL"), "where the other bridges on a shared store reach this one, e.g. http://10.0.0.5:7420 (default: the listen address, when it names a host)")
 	fs.StringVar(&o.store, "store", getenv("BOXWIRE_STORE"), "where threads, events, users and audit are kept: a postgres:// URL, or the bbolt file (default: <data-dir>/boxwire.db)")
 	fs.IntVar(&o.logOutputCap, "log-output-cap", envInt(getenv, "BOXWIRE_LOG_OUTPUT_CAP", 0), "tool_output bytes of one call kept in the log; the rest stays in the sandbox's output file (0: 256 KiB)")
 	fs.BoolVar(&o.init, "init", getenv("BOXWIRE_INIT") == "1", "run the engine's init as PID 1 (for images without one)")
@@ -220,7 +223,7 @@ func (o options) server(mgr sandbox.Manager, getenv func(string) string, log *sl
 		IdleTTL: o.idleTTL, MaxLifetime: o.maxLifetime, ReapInterval: o.reapInterval,
 		ThreadTTL: o.threadTTL, RecycleGrace: o.recycleGrace,
 		MaxUploadBytes: o.maxUpload, AllowedHosts: o.allowedHosts, UserLimits: o.userLimits, PreviewDomain: o.previewDomain,
-		Retention: o.retention, MaxStoredOutput: o.logOutputCap, StoreSync: o.storeSync, StoreURL: o.store, LeaseTTL: o.leaseTTL,
+		Retention: o.retention, MaxStoredOutput: o.logOutputCap, StoreSync: o.storeSync, StoreURL: o.store, LeaseTTL: o.leaseTTL, AdvertiseURL: o.advertiseURL,
 		EgressThreadMax: o.egressThreadMax, // docs/egress-thread.md
 		Rollout:         o.rollout, AgentBinary: o.agentBinary, ReloadImages: o.allowedImages,
 		TLSCert: o.tlsCert, TLSKey: o.tlsKey, InsecureHTTP: o.insecureHTTP, // docs/web.md

@@ -140,6 +140,10 @@ type Config struct {
 	// LeaseTTL is how long this bridge's leases in the store (its own id,
 	// its threads) last unrenewed; default DefaultLeaseTTL (leases.go).
 	LeaseTTL time.Duration
+	// AdvertiseURL is where the other bridges on the store reach this one
+	// to forward it the clients of its threads (forward.go); default the
+	// address Run listens on, when that names a host.
+	AdvertiseURL string
 
 	// Egress is the egress allowlist (see egress.ParseRules); empty means
 	// sandboxes get no egress proxy and so no network at all.
