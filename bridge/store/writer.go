@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/boxwire/boxwire/bridge/wire"
 )
@@ -44,7 +45,16 @@ type WriterConfig struct {
 	Queue int
 	// Logger receives commit errors; nil discards them.
 	Logger *slog.Logger
+	// Retry, when above zero, commits a failed batch again after this
+	// long (doubling up to a few seconds) until it commits or Stop: for a
+	// store whose failures pass (a database that restarts). The queue
+	// waits meanwhile, and fills: then calls block. Zero: a failed batch's
+	// callbacks get the error at once.
+	Retry time.Duration
 }
+
+// maxRetry bounds the wait between two commits of a failed batch.
+const maxRetry = 5 * time.Second
 
 // Writer is a store's group commit, shared by the bbolt and the
 // PostgreSQL store: calls queue items and return at once (blocking only
@@ -61,6 +71,7 @@ type Writer struct {
 	queue   []Item
 	closed  bool
 	stopped chan struct{} // closed when run returns
+	quit    chan struct{} // closed by Stop: a retrying commit gives up
 	gone    goneSet       // threads deleted: their writes are dropped (gone.go)
 }
 
@@ -69,7 +80,7 @@ func NewWriter(cfg WriterConfig) *Writer {
 	if cfg.Queue <= 0 {
 		cfg.Queue = DefaultQueueEvents
 	}
-	w := &Writer{cfg: cfg, log: cfg.Logger, stopped: make(chan struct{})}
+	w := &Writer{cfg: cfg, log: cfg.Logger, stopped: make(chan struct{}), quit: make(chan struct{})}
 	if w.log == nil {
 		w.log = slog.New(slog.DiscardHandler)
 	}
@@ -155,9 +166,13 @@ func (w *Writer) MarkGone(ids ...string) {
 }
 
 // Stop lets the writer commit what is queued, then waits for its
-// goroutine. Later calls refuse their items.
+// goroutine (a batch being retried gets its error at once, and what is
+// queued behind it is tried once). Later calls refuse their items.
 func (w *Writer) Stop() {
 	w.mu.Lock()
+	if !w.closed {
+		close(w.quit)
+	}
 	w.closed = true
 	w.cond.Broadcast()
 	w.mu.Unlock()
@@ -202,10 +217,7 @@ func (w *Writer) commit(batch []Item) {
 	var deleted map[string]bool
 	var err error
 	if len(writes) > 0 {
-		deleted, err = w.cfg.Commit(writes)
-		if err != nil {
-			w.log.Error("store events", "items", len(writes), "err", err)
-		}
+		deleted, err = w.commitRetrying(writes)
 	}
 	for id := range deleted {
 		w.MarkGone(id) // deleted by another bridge
@@ -218,6 +230,35 @@ func (w *Writer) commit(batch []Item) {
 		}
 		notify(writes[i], deleted[it.Thread], err)
 		i++
+	}
+}
+
+// commitRetrying commits writes, again after a pause while it fails and
+// Retry is set, until it commits or Stop is called.
+func (w *Writer) commitRetrying(writes []Item) (map[string]bool, error) {
+	wait := w.cfg.Retry
+	for {
+		deleted, err := w.cfg.Commit(writes)
+		if err == nil {
+			return deleted, nil
+		}
+		if wait <= 0 || w.stopping(wait) {
+			w.log.Error("store events", "items", len(writes), "err", err)
+			return nil, err
+		}
+		w.log.Warn("store events: commit failed, trying again", "items", len(writes), "in", wait, "err", err)
+		wait = min(2*wait, maxRetry)
+	}
+}
+
+// stopping waits d, or less when Stop is called, and reports whether it
+// was.
+func (w *Writer) stopping(d time.Duration) bool {
+	select {
+	case <-w.quit:
+		return true
+	case <-time.After(d):
+		return false
 	}
 }
 

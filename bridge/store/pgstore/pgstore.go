@@ -25,6 +25,10 @@ var migrations embed.FS
 // migrationTable records which migrations a database has had.
 const migrationTable = "boxwire_migrations"
 
+// commitRetry is the first wait before the writer commits a failed batch
+// again (store.WriterConfig.Retry).
+const commitRetry = 100 * time.Millisecond
+
 // opTimeout bounds one call to the database.
 const opTimeout = 30 * time.Second
 
@@ -78,7 +82,9 @@ func Open(ctx context.Context, url string, opt store.Options) (*Store, error) {
 		pool.Close()
 		return nil, err
 	}
-	s.w = store.NewWriter(store.WriterConfig{Commit: s.commit, Queue: opt.QueueEvents, Logger: s.log})
+	// A failed batch is committed again until the database is back:
+	// events are not lost to a database restart (their callers wait).
+	s.w = store.NewWriter(store.WriterConfig{Commit: s.commit, Queue: opt.QueueEvents, Logger: s.log, Retry: commitRetry})
 	return s, nil
 }
 

@@ -209,6 +209,75 @@ func awaitNotice(t *testing.T, ch <-chan store.Notice, match func(store.Notice) 
 	}
 }
 
+// Events appended while the database is down are not lost: the writer
+// commits them once it is back, in order, and only then calls their
+// callbacks (a bridge sends no event it has not stored). The test has a
+// PostgreSQL of its own, since it stops it.
+func TestWritesWaitForTheDatabase(t *testing.T) {
+	if server == nil {
+		t.Skip("PostgreSQL tests are off: set " + pgtest.EnvVar + "=1 (make unit does)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	srv, err := pgtest.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := srv.Stop(); err != nil {
+			t.Error(err)
+		}
+	}()
+	url, err := srv.NewDatabase(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := open(t, url, store.Options{})
+	done := make(chan error, 10)
+	s.Append("t1", ev(1, "before"), func(err error) { done <- err })
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Down(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var order []uint64
+	var mu sync.Mutex
+	for seq := uint64(2); seq <= 5; seq++ {
+		s.Append("t1", ev(seq, "while down"), func(err error) {
+			mu.Lock()
+			order = append(order, seq)
+			mu.Unlock()
+			done <- err
+		})
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("a callback ran while the database was down: %v", err)
+	case <-time.After(time.Second):
+	}
+	if err := srv.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("append while down: %v", err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("appends not committed within a minute of the database's return")
+		}
+	}
+	if fmt.Sprint(order) != "[2 3 4 5]" {
+		t.Fatalf("callbacks in order %v", order)
+	}
+	evs, err := s.Events("t1", 0, 0)
+	if err != nil || len(evs) != 5 || evs[4].Seq != 5 {
+		t.Fatalf("Events = %d, %v; want 1..5", len(evs), err)
+	}
+}
+
 func TestIsURL(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string]bool{
