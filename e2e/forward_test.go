@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -203,6 +204,71 @@ func TestPreview(t *testing.T) {
 	t.Run("public link", func(t *testing.T) { previewPublic(t, e, id) })
 	t.Run("concurrent", func(t *testing.T) { previewConcurrent(t, e, s, id) })
 	t.Run("client", func(t *testing.T) { previewClient(t, e, id) })
+	t.Run("browser", func(t *testing.T) { previewBrowser(t, e, id, host) })
+}
+
+// previewBrowser: a browser session of the bridge (POST /v1/login) reads
+// the path form with its cookie, opens the host form through a ticket,
+// and loses the host form when it logs out.
+func previewBrowser(t *testing.T, e *env, id, host string) {
+	client := &http.Client{Timeout: turnTimeout, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	send := func(method, path, hostHeader string, header http.Header, body string) (*http.Response, string) {
+		req, _ := http.NewRequest(method, e.bridge.url+path, strings.NewReader(body))
+		if hostHeader != "" {
+			req.Host = hostHeader
+		}
+		for k, v := range header {
+			req.Header[k] = v
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		return resp, string(raw)
+	}
+	resp, body := send(http.MethodPost, "/v1/login", "", http.Header{"Content-Type": {"application/json"}}, `{"key":"`+e.token+`"}`)
+	var login struct{ CSRF string }
+	_ = json.Unmarshal([]byte(body), &login)
+	var session *http.Cookie
+	for _, c := range resp.Cookies() {
+		if c.Name == "boxwire_session" {
+			session = c
+		}
+	}
+	if resp.StatusCode != http.StatusOK || session == nil || login.CSRF == "" {
+		t.Fatalf("login: %d %s", resp.StatusCode, body)
+	}
+	cookie := http.Header{"Cookie": {session.Name + "=" + session.Value}}
+	if resp, body := send(http.MethodGet, "/v1/threads/"+id+"/ports/8000/hello.txt", "", cookie, ""); resp.StatusCode != http.StatusOK || body != "preview works\n" || !strings.HasPrefix(resp.Header.Get("Content-Security-Policy"), "sandbox") {
+		t.Fatalf("path form with the session cookie: %d %q csp %q", resp.StatusCode, body, resp.Header.Get("Content-Security-Policy"))
+	}
+	resp, _ = send(http.MethodGet, "/v1/threads/"+id+"/open/8000?path=/hello.txt", "", cookie, "")
+	loc, err := url.Parse(resp.Header.Get("Location"))
+	if resp.StatusCode != http.StatusSeeOther || err != nil || loc.Host != host {
+		t.Fatalf("open: %d %q (want host %s)", resp.StatusCode, resp.Header.Get("Location"), host)
+	}
+	resp, _ = send(http.MethodGet, loc.RequestURI(), loc.Host, nil, "")
+	var preview *http.Cookie
+	for _, c := range resp.Cookies() {
+		if c.Name == "boxwire_preview" {
+			preview = c
+		}
+	}
+	if resp.StatusCode != http.StatusSeeOther || preview == nil || resp.Header.Get("Location") != "/hello.txt" {
+		t.Fatalf("ticket: %d %q %v", resp.StatusCode, resp.Header.Get("Location"), resp.Cookies())
+	}
+	pc := http.Header{"Cookie": {preview.Name + "=" + preview.Value}}
+	if resp, body := send(http.MethodGet, "/hello.txt", host, pc, ""); resp.StatusCode != http.StatusOK || body != "preview works\n" {
+		t.Fatalf("host form with the preview cookie: %d %q", resp.StatusCode, body)
+	}
+	if resp, body := send(http.MethodPost, "/v1/logout", "", http.Header{"Cookie": cookie["Cookie"], "X-Boxwire-Csrf": {login.CSRF}}, ""); resp.StatusCode/100 != 2 {
+		t.Fatalf("logout: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := send(http.MethodGet, "/hello.txt", host, pc, ""); resp.StatusCode != http.StatusUnauthorized || strings.Contains(body, "preview works") {
+		t.Fatalf("host form after logout: %d %q", resp.StatusCode, body)
+	}
 }
 
 // previewStreams: server-sent events and a WebSocket through the path and

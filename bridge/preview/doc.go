@@ -12,7 +12,9 @@
 //     "Content-Security-Policy: sandbox …": the app's pages run in an
 //     opaque origin, so their scripts cannot use the bridge's session.
 //   - host form, {port}-{thread}.{domain}/… (Config.Domain): a host of its
-//     own, so apps that assume they live at / work; the owner's bearer key.
+//     own, so apps that assume they live at / work; the owner's bearer key,
+//     or a preview cookie a browser logged in to the bridge gets through a
+//     one-time ticket (GET /v1/threads/{id}/open/{port}, session.go).
 //   - public links, /v1/public/{token}/… and pub-{token}.{domain}/…: no
 //     credentials, an unguessable token per thread and port, revoked at
 //     once by DELETE (and by a bridge restart: links live in memory).

@@ -107,6 +107,9 @@ type PortInfo struct {
 	HostURL    string `json:"host_url,omitempty"`
 	Public     string `json:"public,omitempty"`
 	PublicHost string `json:"public_host,omitempty"`
+	// Open, with a preview domain, is the bridge route that opens the
+	// host form in a browser logged in to the bridge (session.go).
+	Open string `json:"open,omitempty"`
 }
 
 // Public is the answer of POST /v1/threads/{id}/public.
@@ -132,6 +135,9 @@ func (p *Preview) listPorts(w http.ResponseWriter, r *http.Request) {
 	}{Ports: []PortInfo{}}
 	for _, port := range ports {
 		info := PortInfo{Port: port, URL: fmt.Sprintf("/v1/threads/%s/ports/%d/", id, port.Port), HostURL: p.hostURL(r, fmt.Sprintf("%d-%s", port.Port, id))}
+		if p.domain != "" {
+			info.Open = fmt.Sprintf("/v1/threads/%s/open/%d", id, port.Port)
+		}
 		if token := p.links.of(id, port.Port); token != "" {
 			info.Public, info.PublicHost = "/v1/public/"+token+"/", p.hostURL(r, publicPrefix+token)
 		}

@@ -50,6 +50,7 @@ type Preview struct {
 	transport *http.Transport
 	proxy     *httputil.ReverseProxy
 	links     *links
+	grants    *grants // browser sessions of the host form (session.go)
 }
 
 // Limits of the proxy's connections to sandbox ports.
@@ -74,7 +75,7 @@ func New(cfg Config) (*Preview, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	p := &Preview{cfg: cfg, log: cfg.Logger, domain: strings.Trim(strings.ToLower(cfg.Domain), "."), links: newLinks()}
+	p := &Preview{cfg: cfg, log: cfg.Logger, domain: strings.Trim(strings.ToLower(cfg.Domain), "."), links: newLinks(), grants: newGrants()}
 	p.transport = &http.Transport{
 		Proxy:                 nil, // never a proxy from the environment: nothing leaves the streams
 		DialContext:           p.dialUpstream,
@@ -111,6 +112,7 @@ func (p *Preview) Routes(mux *http.ServeMux, guard func(http.Handler) http.Handl
 	mux.Handle("POST /v1/threads/{id}/public", guard(http.HandlerFunc(p.postPublic)))
 	mux.Handle("DELETE /v1/threads/{id}/public/{port}", guard(http.HandlerFunc(p.deletePublic)))
 	mux.Handle("GET /v1/threads/{id}/forward/{port}", guard(http.HandlerFunc(p.serveForward)))
+	mux.Handle("GET /v1/threads/{id}/open/{port}", guard(http.HandlerFunc(p.serveOpen))) // session.go
 	mux.HandleFunc("/v1/public/{token}/{rest...}", p.servePublicPath)
 	mux.HandleFunc("/v1/public/{token}", p.servePublicPath)
 }
@@ -140,6 +142,16 @@ func (p *Preview) Hosts(next http.Handler, guard func(http.Handler) http.Handler
 		}
 		r.SetPathValue("id", id)
 		r.SetPathValue("port", strconv.Itoa(port))
+		if r.URL.Path == ticketPath { // session.go
+			p.serveTicket(w, r, id, port)
+			return
+		}
+		if c, err := r.Cookie(previewCookie); err == nil && r.Header.Get("Authorization") == "" {
+			if p.sessionAllows(w, r, c, id, port, guard) {
+				p.serveHost(w, r)
+			}
+			return
+		}
 		thread.ServeHTTP(w, r)
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -59,11 +60,16 @@ func (b *backend) Ports(context.Context, string) ([]wire.Port, error) {
 	return out, nil
 }
 
-// guard lets a request through when it carries "Bearer owner"; the
+// sessionValid says the browser session "good" is logged in.
+var sessionValid atomic.Bool
+
+// guard lets a request through when it carries "Bearer owner" or the
+// browser session "good" while it is valid; the
 // server's guard checks the real credentials and ownership.
 func guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") != "Bearer owner" {
+		session := strings.Contains(r.Header.Get("Cookie"), "boxwire_session=good") && sessionValid.Load()
+		if r.Header.Get("Authorization") != "Bearer owner" && !session {
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return
 		}
@@ -442,6 +448,73 @@ func TestForward(t *testing.T) {
 	}
 	if !websocket.IsCloseError(err, websocket.CloseMessageTooBig) {
 		t.Fatalf("a 2 MiB message: %v, want close 1009", err)
+	}
+}
+
+// TestHostFormBrowser: a browser logged in to the bridge opens the host
+// form through a one-time ticket; its preview cookie works on that host
+// alone, never reaches the app, and stops with the bridge session.
+func TestHostFormBrowser(t *testing.T) {
+	sessionValid.Store(true)
+	e := newEnv(t)
+	noRedirect := *e.bridge.Client()
+	noRedirect.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	do := func(method, path, host, cookie string) *http.Response {
+		req, _ := http.NewRequest(method, e.bridge.URL+path, nil)
+		if host != "" {
+			req.Host = host
+		}
+		if cookie != "" {
+			req.Header.Set("Cookie", cookie)
+		}
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	resp := do(http.MethodGet, "/v1/threads/t1/open/8000?path=/app.js", "", "boxwire_session=good")
+	loc, err := url.Parse(resp.Header.Get("Location"))
+	if resp.StatusCode != http.StatusSeeOther || err != nil || !strings.HasPrefix(loc.Host, "8000-t1.preview.localhost:") || loc.Path != "/.boxwire/ticket" {
+		t.Fatalf("open: %d %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if resp := do(http.MethodGet, "/v1/threads/t1/open/8000", "", ""); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("open without a session: %d", resp.StatusCode)
+	}
+	if resp := do(http.MethodGet, loc.RequestURI(), "8001-t1.preview.localhost", ""); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("the ticket on another port's host: %d", resp.StatusCode) // and it is spent now
+	}
+	resp = do(http.MethodGet, "/v1/threads/t1/open/8000?path=/app.js", "", "boxwire_session=good")
+	loc, _ = url.Parse(resp.Header.Get("Location"))
+	resp = do(http.MethodGet, loc.RequestURI(), loc.Host, "")
+	var sid string
+	for _, c := range resp.Cookies() {
+		if c.Name == "boxwire_preview" && c.HttpOnly && c.SameSite == http.SameSiteLaxMode {
+			sid = c.Value
+		}
+	}
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/app.js" || sid == "" {
+		t.Fatalf("ticket: %d %q cookies %v", resp.StatusCode, resp.Header.Get("Location"), resp.Cookies())
+	}
+	if resp := do(http.MethodGet, loc.RequestURI(), loc.Host, ""); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("a ticket used twice: %d", resp.StatusCode)
+	}
+	for _, method := range []string{http.MethodGet, http.MethodPost} {
+		if resp := do(method, "/app.js", loc.Host, "boxwire_preview="+sid+"; theme=dark"); resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s with the preview cookie: %d", method, resp.StatusCode)
+		}
+		if r := <-e.seen; strings.Contains(r.Header.Get("Cookie"), "boxwire") || r.Header.Get("Cookie") != "theme=dark" {
+			t.Fatalf("the app saw cookies %q", r.Header.Get("Cookie"))
+		}
+	}
+	if resp := do(http.MethodGet, "/app.js", "8001-t1.preview.localhost", "boxwire_preview="+sid); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("the preview cookie on another port's host: %d", resp.StatusCode)
+	}
+	sessionValid.Store(false) // logged out, expired or revoked on the bridge
+	if resp := do(http.MethodGet, "/app.js", loc.Host, "boxwire_preview="+sid); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("after the bridge session ended: %d", resp.StatusCode)
 	}
 }
 

@@ -29,6 +29,8 @@ type PortInfo struct {
 	HostURL    string `json:"host_url,omitempty"`
 	Public     string `json:"public,omitempty"`
 	PublicHost string `json:"public_host,omitempty"`
+	// Open opens the host form in a browser logged in to the bridge.
+	Open string `json:"open,omitempty"`
 }
 
 // Ports asks the bridge what listens in thread's sandbox. It blocks until
