@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -309,6 +310,53 @@ func (s *session) echoesUntilDone(id string, seen func(wire.Envelope)) int {
 		}
 		if ev.Type == wire.TypeTurnDone {
 			return echoes
+		}
+	}
+}
+
+// Three bridges on one database, clients spread over them while output
+// streams: each bridge makes a thread (and relays it), each thread is
+// watched through all three bridges (two of them forwarding to its relay),
+// and a command streams its output through a forwarded client. Every
+// watcher sees every seq from 1 to the command's result exactly once, and
+// all of its output.
+func TestStorePostgresThreeBridges(t *testing.T) {
+	_, url := postgres(t)
+	lease := []string{"BOXWIRE_STORE=" + url, "BOXWIRE_LEASE_TTL=2s"}
+	envs := make([]*env, 3)
+	for i := range envs {
+		envs[i] = newEnv(t, faultsScript)
+		if i > 0 {
+			envs[i].token = envs[0].token // one credential for every bridge: a forwarded client's
+		}
+		envs[i].startBridge(lease...)
+		envs[i].cleanAtEnd()
+	}
+	type flow struct {
+		thread, id string
+		books      []*seqBook
+	}
+	var flows []flow
+	for i, relay := range envs {
+		books := []*seqBook{newSeqBook(), newSeqBook(), newSeqBook()}
+		w := relay.watch("", 0, books[0]) // the thread is made, and relayed, here
+		driver := envs[(i+1)%3].watch(w.thread, 0, books[1])
+		envs[(i+2)%3].watch(w.thread, 0, books[2])
+		id := driver.run(t, "execute", linesCmd(200, "0.005"))
+		flows = append(flows, flow{w.thread, id, books})
+	}
+	for _, f := range flows {
+		for k, b := range f.books {
+			res := b.await(t, fmt.Sprintf("tool_result of %s through bridge %d", f.thread, k), turnTimeout, isType(wire.TypeToolResult, f.id))
+			if top := b.check(t); top < res.Seq {
+				t.Errorf("%s through bridge %d: top seq %d below the result's %d", f.thread, k, top, res.Seq)
+			}
+			countLines(t, outputOf(b.events(), f.id), 200)
+		}
+	}
+	for _, e := range envs {
+		if n := len(e.containers(nil)); n != 1 {
+			t.Errorf("bridge %s runs %d sandboxes, want 1 (its own thread's)", e.id, n)
 		}
 	}
 }
