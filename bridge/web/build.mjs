@@ -2,7 +2,8 @@
 // app.css. `node build.mjs dist` writes dist/ (committed, embedded by
 // web.go); `node build.mjs --check dist` builds into a temporary folder and
 // fails when dist/ differs (the committed bundle is out of date);
-// `node build.mjs --test` bundles the Chromium tests into .test-build/.
+// `node build.mjs --test` bundles the Chromium tests (test/*.test.ts, with
+// the TypeScript SDK's test harness they share) into .test-build/.
 import * as esbuild from "esbuild";
 import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -32,7 +33,7 @@ async function page(out) {
 if (args[0] === "--test") {
   await esbuild.build({
     absWorkingDir: here,
-    entryPoints: ["test/web.test.ts"],
+    entryPoints: readdirSync(join(here, "test")).filter((n) => n.endsWith(".test.ts")).map((n) => `test/${n}`),
     outdir: ".test-build",
     outExtension: { ".js": ".mjs" },
     bundle: true,

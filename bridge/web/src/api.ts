@@ -3,7 +3,7 @@
 // session's CSRF token. The cookie itself is HttpOnly: the page never
 // sees it; GET /v1/login tells it who it is after a reload.
 
-import { ThreadInfo as ThreadInfoCodec, ThreadList as ThreadListCodec, type ThreadInfo } from "../../../client/typescript/src/wire/payloads.js";
+import { ThreadInfo as ThreadInfoCodec, ThreadList as ThreadListCodec, type CreateThread, type ThreadInfo } from "../../../client/typescript/src/wire/payloads.js";
 import { httpRefusal } from "../../../client/typescript/src/socket.js";
 
 export const CSRF_HEADER = "X-Boxwire-CSRF";
@@ -39,8 +39,9 @@ export class Api {
     return ThreadListCodec.decode(await res.json(), "threads").threads;
   }
 
-  async createThread(): Promise<ThreadInfo> {
-    const res = await this.#call("POST", "/v1/threads", {});
+  /** createThread makes a thread and its sandbox with opts (image, egress, policy…). */
+  async createThread(opts: CreateThread = {}): Promise<ThreadInfo> {
+    const res = await this.#call("POST", "/v1/threads", opts);
     return ThreadInfoCodec.decode(await res.json(), "thread");
   }
 
@@ -63,6 +64,12 @@ export async function login(key: string): Promise<Api> {
   });
   if (!res.ok) throw httpRefusal(res.status, await res.text().catch(() => ""));
   return new Api((await res.json()) as Login);
+}
+
+/** loginOptions says how the page may log in besides a key: oidc is the issuer of its OIDC sign-in. */
+export async function loginOptions(): Promise<{ oidc?: string }> {
+  const res = await fetch("/v1/login/options", { credentials: "same-origin" });
+  return res.ok ? ((await res.json()) as { oidc?: string }) : {};
 }
 
 /** resume returns the session the cookie holds, or null when logged out. */

@@ -1,8 +1,10 @@
 // The test world: the scripted model server (build/llmscript) and a real
 // bridge (build/bridge) on loopback, a data folder of their own, a random
-// token and bridge id; stop() ends both and removes every sandbox the
-// bridge made (bridge gc). `make build` and `make image` come first
-// (make sdk-typescript sees to it); BOXWIRE_IMAGE names the image.
+// token and bridge id; restart() stops the bridge and starts it again on
+// the same address and data; stop() ends both and removes every sandbox
+// the bridge made (bridge gc). `make build` and `make image` come first
+// (make sdk-typescript and make web see to it); BOXWIRE_IMAGE names the
+// image. The web page's Chromium tests (bridge/web/test) use it too.
 
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -26,11 +28,13 @@ export interface Env {
   image: string;
   /** The bridge's log so far (stderr). */
   log(): string;
+  /** restart stops the bridge (SIGTERM: its sandboxes stay) and starts it again on the same address and data. */
+  restart(): Promise<void>;
   stop(): Promise<void>;
 }
 
-/** startEnv starts llmscript with script and a bridge using it, with extra bridge environment. */
-export async function startEnv(script: unknown, extra: Record<string, string> = {}): Promise<Env> {
+/** startEnv starts llmscript with script and a bridge using it, with extra bridge environment and flags. */
+export async function startEnv(script: unknown, extra: Record<string, string> = {}, flags: string[] = []): Promise<Env> {
   for (const bin of [bridgeBin, llmBin]) {
     if (!existsSync(bin)) throw new Error(`${bin} is missing: run make build`);
   }
@@ -45,24 +49,26 @@ export async function startEnv(script: unknown, extra: Record<string, string> = 
   const llm = spawn(llmBin, ["--script", scriptPath, "--listen", "127.0.0.1:0", "--api-key", apiKey], { stdio: ["ignore", "pipe", "pipe"] });
   const llmURL = await waitLine(llm, "stdout", /listening on (http:\/\/[0-9.:]+\/v1)/, () => "");
   let bridgeLog = "";
-  const bridge = spawn(bridgeBin, ["--listen", "127.0.0.1:0"], {
-    stdio: ["ignore", "ignore", "pipe"],
-    env: {
-      ...process.env,
-      BOXWIRE_TOKEN: token,
-      BOXWIRE_IMAGE: image,
-      BOXWIRE_DATA_DIR: dataDir,
-      BOXWIRE_BRIDGE_ID: id,
-      BOXWIRE_MODEL: "scripted",
-      OPENAI_BASE_URL: llmURL,
-      OPENAI_API_KEY: apiKey,
-      ...extra,
-    },
-  });
-  bridge.stderr?.on("data", (c: Buffer) => (bridgeLog += c.toString()));
+  const env = {
+    ...process.env,
+    BOXWIRE_TOKEN: token,
+    BOXWIRE_IMAGE: image,
+    BOXWIRE_DATA_DIR: dataDir,
+    BOXWIRE_BRIDGE_ID: id,
+    BOXWIRE_MODEL: "scripted",
+    OPENAI_BASE_URL: llmURL,
+    OPENAI_API_KEY: apiKey,
+    ...extra,
+  };
+  const launch = async (listen: string): Promise<{ bridge: ChildProcess; url: string }> => {
+    const bridge = spawn(bridgeBin, ["--listen", listen, ...flags], { stdio: ["ignore", "ignore", "pipe"], env });
+    bridge.stderr?.on("data", (c: Buffer) => (bridgeLog += c.toString()));
+    return { bridge, url: await waitLine(bridge, "stderr", /listening on (https?:\/\/[0-9.:]+)/, () => bridgeLog) };
+  };
+  let bridge: ChildProcess;
   let url: string;
   try {
-    url = await waitLine(bridge, "stderr", /listening on (http:\/\/[0-9.:]+)/, () => bridgeLog);
+    ({ bridge, url } = await launch("127.0.0.1:0"));
   } catch (err) {
     llm.kill("SIGKILL");
     throw err;
@@ -74,6 +80,10 @@ export async function startEnv(script: unknown, extra: Record<string, string> = 
     dataDir,
     image,
     log: () => bridgeLog,
+    async restart() {
+      await stopProcess(bridge);
+      ({ bridge } = await launch(new URL(url).host));
+    },
     async stop() {
       await stopProcess(bridge);
       await stopProcess(llm);
