@@ -18,7 +18,10 @@ import (
 // sandbox's CPU from the command and the stream. A backlog over maxBacklog
 // (bulk output) is cut to its last keepTail bytes, from a line start, after
 // a full reset: the screen then shows the end of the output, which is what a
-// terminal would show, though modes set before the cut are lost.
+// terminal would show, though modes set before the cut are lost. The same
+// cut is made when parsing starts on a backlog over keepTail, so that the
+// end of bulk output costs the sandbox a parse of keepTail bytes, not of
+// maxBacklog.
 const (
 	maxBacklog = 2 << 20
 	keepTail   = 256 << 10
@@ -61,19 +64,24 @@ func (s *screen) write(p []byte) {
 	s.written += uint64(len(p))
 	s.last = time.Now()
 	if len(s.pending) > maxBacklog {
-		// Cut in place: the backlog keeps its array, so bulk output
-		// costs no allocation once it has grown.
-		tail := s.pending[len(s.pending)-keepTail:]
-		if i := bytes.IndexByte(tail, '\n'); i >= 0 {
-			tail = tail[i+1:]
-		}
-		old := len(s.pending)
-		n := copy(s.pending, resetLine)
-		n += copy(s.pending[n:], tail) // copy moves overlapping bytes correctly
-		s.pending = s.pending[:n]
-		s.written += uint64(n) - uint64(old)
+		s.cut()
 	}
 	s.cond.Broadcast()
+}
+
+// cut keeps the backlog's last keepTail bytes, from a line start, after a
+// full reset (resetLine). It cuts in place: the backlog keeps its array, so
+// bulk output costs no allocation once it has grown. Called with mu held.
+func (s *screen) cut() {
+	tail := s.pending[len(s.pending)-keepTail:]
+	if i := bytes.IndexByte(tail, '\n'); i >= 0 {
+		tail = tail[i+1:]
+	}
+	old := len(s.pending)
+	n := copy(s.pending, resetLine)
+	n += copy(s.pending[n:], tail) // copy moves overlapping bytes correctly
+	s.pending = s.pending[:n]
+	s.written += uint64(n) - uint64(old)
 }
 
 // run feeds the emulator until close. It also drains the emulator's answers
@@ -98,6 +106,9 @@ func (s *screen) run(drainDone chan<- struct{}) {
 			s.mu.Unlock()
 			time.Sleep(wait)
 			continue
+		}
+		if len(s.pending) > keepTail {
+			s.cut() // bulk output: only its end can show
 		}
 		n := min(len(s.pending), feedChunk)
 		chunk := append([]byte(nil), s.pending[:n]...)
