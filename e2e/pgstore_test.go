@@ -319,7 +319,8 @@ func (s *session) echoesUntilDone(id string, seen func(wire.Envelope)) int {
 // watched through all three bridges (two of them forwarding to its relay),
 // and a command streams its output through a forwarded client. Every
 // watcher sees every seq from 1 to the command's result exactly once, and
-// all of its output.
+// all of its output. Then one bridge restarts: it leaves the threads the
+// others relay alone (not marked suspended) and forwards to them again.
 func TestStorePostgresThreeBridges(t *testing.T) {
 	_, url := postgres(t)
 	lease := []string{"BOXWIRE_STORE=" + url, "BOXWIRE_LEASE_TTL=2s"}
@@ -359,4 +360,19 @@ func TestStorePostgresThreeBridges(t *testing.T) {
 			t.Errorf("bridge %s runs %d sandboxes, want 1 (its own thread's)", e.id, n)
 		}
 	}
+	// A bridge that restarts adopts its own thread and leaves the others'
+	// alone: they are not marked suspended, and stay served through it.
+	envs[0].bridge.stop(t)
+	envs[0].startBridge(lease...)
+	pg := openPG(t, url)
+	for _, f := range flows {
+		if rec, ok, err := pg.Thread(f.thread); err != nil || !ok || rec.Suspended != nil {
+			t.Errorf("%s after bridge 0's restart: %+v, %v, %v; want a live record", f.thread, rec, ok, err)
+		}
+	}
+	book := newSeqBook()
+	w := envs[0].watch(flows[1].thread, 0, book)
+	id := w.run(t, "execute", linesCmd(20, "0.005"))
+	book.await(t, "tool_result through the restarted bridge", turnTimeout, isType(wire.TypeToolResult, id))
+	book.check(t)
 }

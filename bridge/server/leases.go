@@ -196,3 +196,37 @@ func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
 	}
 	_, _ = w.Write([]byte("ready\n"))
 }
+
+// ownRecords is the fleet's view of the stored threads: every record but
+// those another bridge relays now (its unexpired lease), which this
+// bridge's reconcile must neither adopt nor mark suspended, and its reaper
+// must not touch. The rest of the bridge sees every record.
+type ownRecords struct {
+	ThreadStore
+	l *leases
+}
+
+// List returns the records of the threads no other bridge holds a lease
+// of; when the leases cannot be read, it fails rather than hand the
+// fleet another bridge's threads.
+func (o ownRecords) List(ctx context.Context) ([]ThreadRecord, error) {
+	recs, err := o.ThreadStore.List(ctx)
+	if err != nil {
+		return recs, err
+	}
+	ls, err := o.l.st.Leases(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list stored threads: %w", err)
+	}
+	foreign := map[string]bool{}
+	for _, l := range ls {
+		foreign[l.Thread] = l.Holder != o.l.id
+	}
+	out := recs[:0:0]
+	for _, r := range recs {
+		if !foreign[r.ID] {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}

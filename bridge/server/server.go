@@ -325,7 +325,7 @@ func New(cfg Config) (*Server, error) {
 func (s *Server) fleetConfig() fleet.Config {
 	c := s.cfg
 	return fleet.Config{
-		Manager: c.Manager, Records: c.Store, Logger: s.log,
+		Manager: c.Manager, Records: ownRecords{c.Store, s.leases}, Logger: s.log, // not other bridges' threads (leases.go)
 		Layout:   boxdir.New(boxdir.Config{Root: c.DataDir, UID: c.SandboxUID, GID: c.SandboxGID}),
 		BridgeID: c.BridgeID, Token: c.Token, Software: c.Software, Model: c.Model,
 		SandboxUID: c.SandboxUID, SandboxGID: c.SandboxGID, DataDir: c.DataDir,
