@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/boxwire/boxwire/bridge/recordstore"
+	"github.com/boxwire/boxwire/bridge/retention"
 	"github.com/boxwire/boxwire/bridge/store"
 )
 
@@ -39,54 +40,12 @@ func openStore(cfg *Config) (store.Backend, error) {
 	return db, nil
 }
 
-// prune applies the retention every RetentionInterval until the server
-// closes; threads with a live thread object are never deleted for age. It
-// is started by New and waited for by Close.
-func (s *Server) prune() {
-	defer s.pruner.Done()
-	r := s.cfg.Retention
-	if r.MaxAge <= 0 && r.MaxEvents <= 0 && r.MaxBytes <= 0 {
-		return
-	}
-	ticker := time.NewTicker(s.cfg.RetentionInterval)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-s.ctx.Done():
-			return
-		case now := <-ticker.C:
-			s.pruneOnce(now)
-		}
-	}
-}
-
-// pruneOnce applies the retention at now. A suspended thread deleted for
-// age takes its workspace volume with it, unless another thread (of the
-// same assistant) still uses it.
-func (s *Server) pruneOnce(now time.Time) {
-	// Every record's box, not only the suspended ones': a thread
-	// suspended between this list and the prune is deleted too, and its
-	// volume must go with it. Prune keeps live threads, so each thread it
-	// deletes had no sandbox.
-	boxes := map[string]string{} // thread id -> box id
-	if recs, err := s.cfg.Store.List(s.ctx); err == nil {
-		for _, r := range recs {
-			boxes[r.ID] = r.Box
-		}
-	}
-	st, gone, err := s.db.Prune(now, func(id string) bool { return s.lookup(id) != nil })
-	if err != nil {
-		s.log.Error("retention", "err", err)
-		return
-	}
-	if st.Threads > 0 || st.Events > 0 {
-		s.log.Info("retention", "threads_deleted", st.Threads, "events_dropped", st.Events, "threads", gone)
-	}
-	for _, id := range gone {
-		if box, ok := boxes[id]; ok && box != "" {
-			if err := s.fleet.DropVolumeIfUnused(s.ctx, box); err != nil {
-				s.log.Error("retention: remove the workspace of a deleted thread", "thread", id, "box", box, "err", err)
-			}
-		}
-	}
+// retentionOf is the store retention of s (bridge/retention), run by New
+// on a goroutine Close waits for: threads with a live thread object are
+// never deleted for age, and a deleted thread's workspace volume goes
+// when nothing else uses it.
+func retentionOf(s *Server) retention.Config {
+	return retention.Config{Retention: s.cfg.Retention, Interval: s.cfg.RetentionInterval,
+		Store: s.db, Records: s.cfg.Store, Live: func(id string) bool { return s.lookup(id) != nil },
+		DropVolume: s.fleet.DropVolumeIfUnused, Log: s.log}
 }

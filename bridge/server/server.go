@@ -20,6 +20,7 @@ import (
 	"github.com/boxwire/boxwire/bridge/internal/httpjson"
 	"github.com/boxwire/boxwire/bridge/llmproxy"
 	"github.com/boxwire/boxwire/bridge/policy"
+	"github.com/boxwire/boxwire/bridge/retention"
 	"github.com/boxwire/boxwire/bridge/rollout"
 	"github.com/boxwire/boxwire/bridge/sandbox"
 	"github.com/boxwire/boxwire/bridge/store"
@@ -313,7 +314,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.roll = rollout.API{Fleet: s.fleet, Log: s.log, Image: cfg.Image, Reload: cfg.ReloadImages}
 	s.pruner.Add(2)
-	go s.prune()
+	go func() { defer s.pruner.Done(); retention.Run(ctx, retentionOf(s)) }() // bridge/retention, retention.go
 	go func() { defer s.pruner.Done(); s.leases.run(ctx, threadDirectory{s}.Live) }()
 	return s, nil
 }

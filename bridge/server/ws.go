@@ -11,6 +11,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/boxwire/boxwire/bridge/internal/hangup"
+	"github.com/boxwire/boxwire/bridge/internal/peerhello"
 	"github.com/boxwire/boxwire/bridge/internal/httpjson"
 	"github.com/boxwire/boxwire/bridge/sandbox"
 	"github.com/boxwire/boxwire/bridge/wire"
@@ -38,7 +39,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	c.ctx = cctx
 
 	stopWatch := context.AfterFunc(s.ctx, func() { _ = conn.NetConn().SetReadDeadline(time.Now()) })
-	hello, helloEnv, err := readHello(conn)
+	hello, helloEnv, err := peerhello.Read(conn, helloTimeout) // bridge/internal/peerhello
 	stopWatch()
 	if err != nil {
 		c.log.Debug("client hello", "err", err)
@@ -141,45 +142,6 @@ func errorFor(thread, id string, err error) wire.Envelope {
 	default:
 		return wire.ErrorEnvelope(thread, id, wire.CodeSandboxUnavailable, "could not start a sandbox: %v", err)
 	}
-}
-
-// readHello reads a peer's first message within helloTimeout. It returns
-// the hello, its envelope, and an error: a wire.Error when the peer broke
-// the protocol (or answered with an error), another error when reading
-// failed.
-func readHello(conn *websocket.Conn) (wire.Hello, wire.Envelope, error) {
-	var hello wire.Hello
-	if err := conn.SetReadDeadline(time.Now().Add(helloTimeout)); err != nil {
-		return hello, wire.Envelope{}, err
-	}
-	defer conn.SetReadDeadline(time.Time{})
-	_, r, err := conn.NextReader()
-	if err != nil {
-		return hello, wire.Envelope{}, fmt.Errorf("read hello: %w", err)
-	}
-	env, err := wire.ReadMessage(r, wire.MaxMessageBytes)
-	switch {
-	case errors.Is(err, wire.ErrTooLarge):
-		return hello, env, wire.Error{Code: wire.CodeTooLarge, Message: "hello over the size limit"}
-	case err != nil:
-		return hello, env, err
-	case env.Type == wire.TypeError:
-		var werr wire.Error
-		if err := env.Decode(&werr); err != nil {
-			return hello, env, wire.Error{Code: wire.CodeBadMessage, Message: err.Error()}
-		}
-		return hello, env, werr
-	case env.Type != wire.TypeHello:
-		return hello, env, wire.Error{Code: wire.CodeBadMessage, Message: fmt.Sprintf("first message must be hello, not %q", env.Type)}
-	}
-	if err := env.Decode(&hello); err != nil {
-		return hello, env, wire.Error{Code: wire.CodeBadMessage, Message: err.Error()}
-	}
-	if hello.Version != wire.Version {
-		return hello, env, wire.Error{Code: wire.CodeVersionMismatch,
-			Message: fmt.Sprintf("this side speaks protocol version %d, not %d", wire.Version, hello.Version)}
-	}
-	return hello, env, nil
 }
 
 // enter counts a new connection handler unless the server is closing.
