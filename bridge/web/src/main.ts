@@ -127,7 +127,10 @@ async function refresh(): Promise<void> {
         button("Attach", { class: "attach" }, () => attach(t.id)),
         h("a", { class: "export", href: `/v1/threads/${encodeURIComponent(t.id)}/events`, download: `${t.id}.jsonl` }, "Export"),
         button("Delete", { class: "delete" }, async () => {
-          if (attached?.live.thread === t.id) await detach();
+          if (attached?.live.thread === t.id) {
+            await detach();
+            history.replaceState(null, "", "/");
+          }
           await api?.deleteThread(t.id);
           await refresh();
         }),

@@ -120,6 +120,7 @@ test("log in: a wrong key is refused, the cookie is HttpOnly and Strict", { time
   await page.waitForSelector("#status:has-text('login:')", { timeout: STEP });
   await logIn(page, env.url, env.token);
   assert.equal(await page.textContent("#who"), "admin (admin)");
+  assert.equal(await page.isHidden("#thread"), true, "no thread pane before a thread is attached");
   const session = (await context.cookies(env.url)).find((c) => c.name === "boxwire_session");
   assert.ok(session && session.httpOnly && session.sameSite === "Strict" && !session.secure, JSON.stringify(session));
   assert.equal(await page.evaluate(() => document.cookie), "", "the page cannot read the cookie");
@@ -247,6 +248,28 @@ test("terminals: two of them, typing, and the same screens after a reload", { ti
   await assertNoRepeats(page);
   await page.keyboard.type("echo still-typing\n");
   await page.waitForFunction(() => document.querySelector(".term-pane:not([hidden]) .xterm-rows")?.textContent?.includes("still-typing"), undefined, { timeout: STEP });
+});
+
+test("a terminal follows the window's size", { timeout: STEP * 3 }, async () => {
+  const size = async (mark: string): Promise<[number, number]> => {
+    await page.click(".term-pane:not([hidden]) .xterm");
+    await page.keyboard.type(`echo ${mark}=$(stty size | tr ' ' x)\n`);
+    const handle = await page.waitForFunction(
+      (m) => new RegExp(`${m}=(\\d+)x(\\d+)`).exec(document.querySelector(".term-pane:not([hidden]) .xterm-rows")?.textContent ?? "")?.slice(1, 3).join("x"),
+      mark, { timeout: STEP },
+    );
+    const [rows, cols] = String(await handle.jsonValue()).split("x").map(Number);
+    return [rows ?? 0, cols ?? 0];
+  };
+  const before = await size("wide");
+  await page.setViewportSize({ width: 900, height: 720 });
+  await page.waitForFunction((c) => {
+    const el = document.querySelector(".term-pane:not([hidden]) .xterm-screen");
+    return el !== null && el.getBoundingClientRect().width < c;
+  }, 1000, { timeout: STEP });
+  const after = await size("narrow");
+  assert.ok(after[1] < before[1] && after[1] > 20, `columns ${before[1]} -> ${after[1]}`);
+  await page.setViewportSize({ width: 1280, height: 720 });
 });
 
 test("files: upload 20 MiB with progress, download it back, a folder as tar, a per-file error, a drop", { timeout: SANDBOX }, async () => {
@@ -378,6 +401,14 @@ test("a bridge restart mid-turn: the page recovers, nothing lost or shown twice"
   await assertNoRepeats(page);
   assert.ok(await page.isVisible("#main"), "still logged in after the restart");
   await shot(page, "restart");
+});
+
+test("delete: the thread leaves the list and the API", { timeout: STEP * 3 }, async () => {
+  await page.click(`#threads li[data-thread='${thread}'] button.delete`);
+  await page.waitForSelector(`#threads li[data-thread='${thread}']`, { state: "detached", timeout: STEP * 2 });
+  assert.equal(await page.isHidden("#thread"), true);
+  assert.equal(new URL(page.url()).hash, "", "a reload does not try the deleted thread");
+  assert.ok(!(await listThreads()).includes(thread), "the thread is still listed by the API");
 });
 
 test("logout ends the session", { timeout: STEP * 2 }, async () => {
