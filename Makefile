@@ -79,7 +79,8 @@ test: lint unit e2e sdk-typescript sdk-python web
 ## committed bundle is up to date, and its tests in Debian's Chromium
 ## (installed when missing) against a real bridge and $(IMAGE)
 web: image build
-	@test -x /usr/bin/chromium || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+	@{ test -x /usr/bin/chromium && command -v openssl >/dev/null; } || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium openssl >/dev/null; }
 	cd bridge/web && npm ci --no-audit --no-fund && npm run check && npm run check-bundle && BOXWIRE_IMAGE=$(IMAGE) npm test
 
 ## sdk-python: the Python SDK (client/python) in a venv under build/: ruff,
