@@ -183,6 +183,8 @@ func (r *Renderer) Render(env wire.Envelope) error {
 		r.approvalDecision(env) // approval.go
 	case wire.TypeEgressRules:
 		r.egressRules(env) // egress.go
+	case wire.TypePorts:
+		r.ports(env) // ports.go
 	default:
 		r.EndLine()
 		r.styled(styleDim, "· "+string(env.Type))

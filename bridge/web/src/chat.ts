@@ -109,6 +109,9 @@ export class Chat {
         this.#add(h("div", { class: "notice sandbox", "data-event": msg.type }, msg.type.replace("_", " ")));
         this.onSandbox(msg.type);
         break;
+      case "ports":
+        this.#ports(msg.thread ?? "", msg.data.ports);
+        break;
       default:
         break;
     }
@@ -165,6 +168,16 @@ export class Chat {
       call.status.append(" ", h("span", { class: "truncated" }, "(truncated)"));
       call.details.append(h("div", { class: "truncated-note" }, note));
     }
+  }
+
+  /** ports offers the preview of each port that listens (the path form, which the session cookie reaches; docs/preview.md). */
+  #ports(thread: string, ports: readonly { port: number; address: string }[]): void {
+    const el = h("div", { class: "notice ports" }, ports.length === 0 ? "nothing listens in the sandbox" : "listening: ");
+    for (const p of ports) {
+      const href = `/v1/threads/${encodeURIComponent(thread)}/ports/${p.port}/`;
+      el.append(h("a", { href, target: "_blank", rel: "noopener noreferrer", "data-port": String(p.port) }, String(p.port)), " ");
+    }
+    this.#add(el);
   }
 
   #approval(req: ApprovalRequest): void {

@@ -40,6 +40,18 @@ const script = {
     { when: "please approve", steps: [{ tool_calls: [{ name: "execute", arguments: { command: "echo needs-approval-one" } }] }, { content: "the approved command ran" }] },
     { when: "please deny", steps: [{ tool_calls: [{ name: "execute", arguments: { command: "echo needs-approval-two" } }] }, { content: "the denial is noted" }] },
     { when: "restart", steps: [{ tool_calls: [{ name: "execute", arguments: { command: "sleep 10; echo survived-$((1+1))-restarts" } }] }, { content: "done after the restart" }] },
+    {
+      when: "serve the site",
+      steps: [
+        {
+          tool_calls: [
+            { name: "execute", arguments: { command: "mkdir -p site && echo preview-from-the-page > site/index.html" } },
+            { name: "execute", arguments: { command: "cd site && exec python3 -m http.server 8000 --bind 127.0.0.1", background: true } },
+          ],
+        },
+        { content: "serving on 8000" },
+      ],
+    },
     { steps: [{ content: "plain ok" }] },
   ],
 };
@@ -364,6 +376,21 @@ test("another origin cannot use the cookie: no WebSocket, no change, no CSRF tok
   assert.equal(posted, "unreadable", "another origin read the CSRF token");
   assert.deepEqual(await listThreads(), before, "another origin created a thread");
   await evil.close();
+});
+
+test("a server in the sandbox: the ports event offers its preview, which the session cookie opens", { timeout: SANDBOX }, async () => {
+  await send(page, "serve the site");
+  const link = page.locator(".ports a[data-port='8000']").first();
+  await link.waitFor({ timeout: SANDBOX });
+  const href = (await link.getAttribute("href")) ?? "";
+  assert.equal(href, `/v1/threads/${thread}/ports/8000/`);
+  const preview = await context.newPage();
+  const got = await preview.goto(env.url + href, { timeout: STEP });
+  assert.equal(got?.status(), 200);
+  assert.match(got?.headers()["content-security-policy"] ?? "", /^sandbox /, "the sandbox's page runs in an opaque origin");
+  assert.match((await preview.textContent("body")) ?? "", /preview-from-the-page/);
+  await preview.close();
+  await shot(page, "ports");
 });
 
 test("a cut connection: the page reconnects by itself, nothing lost or shown twice", { timeout: SANDBOX }, async () => {

@@ -118,6 +118,18 @@ class QuotaExceeded(BoxwireError):
     CODE = "quota_exceeded"
 
 
+class PortClosed(BoxwireError):
+    CODE = "port_closed"
+
+
+class StreamLimit(BoxwireError):
+    CODE = "stream_limit"
+
+
+class Idle(BoxwireError):
+    CODE = "idle"
+
+
 class FileNotFound(BoxwireError):
     CODE = "file_not_found"
 
@@ -157,6 +169,9 @@ _BY_CODE: dict[str, type[BoxwireError]] = {
         BudgetExceeded,
         Internal,
         QuotaExceeded,
+        PortClosed,
+        StreamLimit,
+        Idle,
         FileNotFound,
         PermissionDenied,
         IsDirectory,

@@ -75,6 +75,11 @@ TERMINAL_CLOSED: Final = "terminal_closed"
 TERMINAL_EXIT: Final = "terminal_exit"
 TERMINAL_LIST: Final = "terminal_list"
 TERMINAL_SESSIONS: Final = "terminal_sessions"
+PORT_OPEN: Final = "port_open"
+PORT_OPENED: Final = "port_opened"
+STREAM_CLOSE: Final = "stream_close"
+PORT_LIST: Final = "port_list"
+PORTS: Final = "ports"
 
 # tool_result statuses and turn_done reasons.
 STATUS_EXITED: Final = "exited"
@@ -422,6 +427,38 @@ class TerminalSessions:
     sessions: list[TerminalInfo]
 
 
+@dataclass
+class PortOpen:
+    stream: str
+    port: int
+
+
+@dataclass
+class StreamRef:
+    stream: str
+
+
+@dataclass
+class StreamClose:
+    stream: str
+    code: str = ""
+    message: str = ""
+
+
+@dataclass
+class Port:
+    port: int
+    address: str
+
+
+@dataclass
+class Ports:
+    """What listens in the sandbox: the ``ports`` event, and the reply to
+    ``port_list`` (docs/preview.md)."""
+
+    ports: list[Port]
+
+
 PAYLOADS: Final[dict[str, type | None]] = {
     HELLO: Hello,
     USER_MESSAGE: UserMessage,
@@ -467,6 +504,11 @@ PAYLOADS: Final[dict[str, type | None]] = {
     TERMINAL_EXIT: TerminalExit,
     TERMINAL_LIST: None,
     TERMINAL_SESSIONS: TerminalSessions,
+    PORT_OPEN: PortOpen,
+    PORT_OPENED: StreamRef,
+    STREAM_CLOSE: StreamClose,
+    PORT_LIST: None,
+    PORTS: Ports,
 }
 """Every message type of protocol version 1 and its payload class."""
 

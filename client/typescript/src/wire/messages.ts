@@ -60,6 +60,11 @@ const payloadCodecs = {
   terminal_exit: p.TerminalExit,
   terminal_closed: p.TerminalRef,
   terminal_sessions: p.TerminalSessions,
+  port_open: p.PortOpen,
+  port_opened: p.StreamRef,
+  stream_close: p.StreamClose,
+  port_list: null,
+  ports: p.Ports,
 } as const;
 
 type Codecs = typeof payloadCodecs;
@@ -110,6 +115,7 @@ export const EVENT_TYPES: ReadonlySet<MessageType> = new Set<MessageType>([
   "sandbox_exited",
   "sandbox_replaced",
   "events_lost",
+  "ports",
 ]);
 
 /** Every message type, sorted. */

@@ -168,6 +168,18 @@ export const TerminalExit = obj({ session: str, exit_code: num });
 
 export const TerminalSessions = obj({ sessions: arr(TerminalInfo) });
 
+/** Port streams between a bridge and its agent (docs/protocol.md, Ports and streams). */
+export const PortOpen = obj({ stream: str, port: num });
+
+export const StreamRef = obj({ stream: str });
+
+export const StreamClose = obj({ stream: str, code: opt(str), message: opt(str) });
+
+export const Port = obj({ port: num, address: str });
+
+/** What listens in the sandbox: the ports event, and port_list's answer. */
+export const Ports = obj({ ports: arr(Port) });
+
 /** The threads API: POST /v1/threads (docs/lifecycle.md). */
 export const CreateThread = obj({
   image: opt(str),
@@ -238,6 +250,11 @@ export type TerminalAttached = TypeOf<typeof TerminalAttached>;
 export type TerminalDetached = TypeOf<typeof TerminalDetached>;
 export type TerminalExit = TypeOf<typeof TerminalExit>;
 export type TerminalSessions = TypeOf<typeof TerminalSessions>;
+export type PortOpen = TypeOf<typeof PortOpen>;
+export type StreamRef = TypeOf<typeof StreamRef>;
+export type StreamClose = TypeOf<typeof StreamClose>;
+export type Port = TypeOf<typeof Port>;
+export type Ports = TypeOf<typeof Ports>;
 export type CreateThread = TypeOf<typeof CreateThread>;
 export type ThreadInfo = TypeOf<typeof ThreadInfo>;
 export type ThreadList = TypeOf<typeof ThreadList>;
