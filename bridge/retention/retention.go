@@ -1,7 +1,9 @@
 // Package retention runs the store's retention for a bridge: every
 // Interval it prunes the event log (store.Backend.Prune: threads whose
 // newest event is past MaxAge, the oldest events of a thread past
-// MaxEvents or MaxBytes), never deleting a live thread for age, and
+// MaxEvents or MaxBytes), never deleting a live thread for age (Live, or
+// one whose lease has not expired: the store's Prune keeps those another
+// bridge relays), and
 // removes the workspace volume of each thread it deleted unless another
 // thread (of the same assistant) still uses it.
 //
@@ -36,6 +38,8 @@ type Config struct {
 	Store   Pruner
 	Records records.Store
 	// Live reports a thread that has a sandbox now: never deleted for age.
+	// It knows only this bridge's threads; Prune also keeps every thread
+	// with an unexpired lease, a peer's included.
 	Live func(id string) bool
 	// DropVolume removes box's workspace volume unless another thread uses
 	// it (fleet.DropVolumeIfUnused).

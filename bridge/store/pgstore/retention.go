@@ -30,9 +30,10 @@ DELETE FROM events e USING cut WHERE e.thread = cut.thread AND e.seq <= cut.seq`
 
 // Prune applies the store's retention at now, as the bbolt store's
 // Prune does: threads whose newest event was written more than MaxAge
-// before now and that live does not report are deleted (tombstoned, so
-// later writes to them are dropped); the oldest events of every thread
-// past MaxEvents or MaxBytes are dropped. It returns the ids it deleted.
+// before now, that live does not report and that no unexpired lease
+// names (another bridge relays them) are deleted (tombstoned, so later
+// writes to them are dropped); the oldest events of every thread past
+// MaxEvents or MaxBytes are dropped. It returns the ids it deleted.
 // Tombstones older than a week are forgotten.
 func (s *Store) Prune(now time.Time, live func(id string) bool) (store.PruneStats, []string, error) {
 	s.w.Flush()
@@ -65,10 +66,15 @@ func (s *Store) Prune(now time.Time, live func(id string) bool) (store.PruneStat
 	return st, gone, nil
 }
 
+// notLeased is true of a thread_logs row t whose thread has no unexpired
+// lease (by the database's clock): a thread another bridge relays is
+// live though this bridge's live does not know it.
+const notLeased = `NOT EXISTS (SELECT 1 FROM leases l WHERE l.thread = t.thread AND l.expires > now())`
+
 // pruneAge deletes the threads whose newest event is older than cutoff
-// and that are not live, and returns their ids.
+// and that are neither live nor leased, and returns their ids.
 func (s *Store) pruneAge(ctx context.Context, cutoff time.Time, live func(string) bool) ([]string, error) {
-	rows, err := s.pool.Query(ctx, `SELECT thread FROM thread_logs WHERE deleted IS NULL AND activity < $1`, cutoff)
+	rows, err := s.pool.Query(ctx, `SELECT thread FROM thread_logs t WHERE deleted IS NULL AND activity < $1 AND `+notLeased, cutoff)
 	if err != nil {
 		return nil, err
 	}
@@ -89,8 +95,8 @@ func (s *Store) pruneAge(ctx context.Context, cutoff time.Time, live func(string
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		// Lock them, in thread order like the writer; one written to
 		// since the first look is no longer old and stays.
-		rows, err := tx.Query(ctx, `SELECT thread FROM thread_logs WHERE thread = ANY($1) AND deleted IS NULL AND activity < $2
-ORDER BY thread COLLATE "C" FOR UPDATE`, cand, cutoff)
+		rows, err := tx.Query(ctx, `SELECT thread FROM thread_logs t WHERE thread = ANY($1) AND deleted IS NULL AND activity < $2
+AND `+notLeased+` ORDER BY thread COLLATE "C" FOR UPDATE`, cand, cutoff)
 		if err != nil {
 			return err
 		}

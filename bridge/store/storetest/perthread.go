@@ -1,8 +1,10 @@
 package storetest
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -208,5 +210,49 @@ func testWritesAfterDeleteDropped(t *testing.T, cfg Config) {
 				t.Errorf("t2 events: %d, %v", len(evs), err)
 			}
 		})
+	}
+}
+
+// A thread whose lease has not expired is live wherever the lease was
+// taken: Prune on one store does not delete for age a thread another
+// store (another bridge on a shared database) holds the lease of, though
+// the caller's live does not know it; once the lease is released the
+// thread goes.
+func testPruneKeepsLeased(t *testing.T, cfg Config) {
+	ctx := context.Background()
+	o := cfg.New(t)
+	opt := store.Options{Retention: store.Retention{MaxAge: time.Minute}}
+	a := open(t, o, opt)
+	b := a
+	if cfg.Shared {
+		b = open(t, o, opt)
+	}
+	for _, id := range []string{"t_peer", "t_idle"} {
+		if err := a.PutThread(store.Thread{ID: id}); err != nil {
+			t.Fatal(err)
+		}
+		appendAll(t, a, id, 1, 3)
+	}
+	if _, err := b.AcquireLease(ctx, "t_peer", "bridge-b", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	_, gone, err := a.Prune(time.Now().Add(time.Hour), func(string) bool { return false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(gone) != "[t_idle]" {
+		t.Fatalf("Prune deleted %v, want [t_idle] (t_peer is leased)", gone)
+	}
+	if _, ok, _ := a.Thread("t_peer"); !ok {
+		t.Fatal("the leased thread's record is gone")
+	}
+	if last, err := a.LastSeq("t_peer"); err != nil || last != 3 {
+		t.Fatalf("leased thread's LastSeq = %d, %v; want 3", last, err)
+	}
+	if err := b.ReleaseLease(ctx, "t_peer", "bridge-b"); err != nil {
+		t.Fatal(err)
+	}
+	if _, gone, err = a.Prune(time.Now().Add(time.Hour), nil); err != nil || fmt.Sprint(gone) != "[t_peer]" {
+		t.Fatalf("Prune after the release deleted %v, %v; want [t_peer]", gone, err)
 	}
 }

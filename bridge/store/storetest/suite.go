@@ -40,6 +40,7 @@ func Run(t *testing.T, cfg Config) {
 		{"SyncInterval", testSyncInterval},
 		{"Ping", testPing},
 		{"Prune", testPrune},
+		{"PruneKeepsLeased", testPruneKeepsLeased},
 		{"AgentCursor", testAgentCursor},
 		{"Inflight", testInflight},
 		{"WritesAfterDeleteDropped", testWritesAfterDeleteDropped},
