@@ -10,12 +10,11 @@
 // interactive side: raw mode, keystrokes as input frames, SIGWINCH as
 // terminal_resize, the detach keys (Ctrl-] q; Ctrl-] k closes the session)
 // and the local terminal restored on every exit path — detach, remote
-// exit, connection loss, signal and panic. Input lets the chat and a shell
-// share one stdin.
+// exit, connection loss, signal and panic. FromChat is the chat's /shell.
 //
 // Goroutines: a Conn's chat.Conn owns a reader and a writer that Close
-// waits for. Run
-// starts one goroutine reading Options.In; it cannot interrupt a Read in
-// progress, so pass a reader that ends (Input.Borrow) when the process
-// goes on after Run.
+// waits for. Run starts one goroutine reading Options.In; on a file (the
+// terminal) it polls before each Read and Run waits for it, so the chat
+// that goes on after a /shell gets every key; a Read in progress on any
+// other reader cannot be interrupted.
 package term

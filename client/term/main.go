@@ -86,15 +86,10 @@ func List(ctx context.Context, o Options) int {
 }
 
 // FromChat is the chat's /shell ARGS on thread: no argument opens a new
-// session, a session id attaches to it, and flags are those of Main. When
-// o.In is an *Input it is borrowed for the shell and given back after, so
-// the chat's line reader loses no keystroke.
+// session, a session id attaches to it, and flags are those of Main. The
+// chat's line reader loses no keystroke when o.In is the terminal (an
+// *os.File): Run stops reading it before it returns (Options.In).
 func FromChat(ctx context.Context, o Options, thread string, args []string) int {
-	if in, ok := o.In.(*Input); ok {
-		r, giveBack := in.Borrow()
-		defer giveBack()
-		o.In = r
-	}
 	if len(args) == 1 && !strings.HasPrefix(args[0], "-") {
 		args = []string{"--session", args[0]}
 	}

@@ -48,8 +48,9 @@ type Options struct {
 	// Command (empty: a login shell).
 	Session string
 	Command []string
-	// In gives keystrokes. Run does not wait for a Read in progress when it
-	// returns: pass a reader that ends (Input.Borrow) where that matters.
+	// In gives keystrokes. An *os.File is polled before each Read, so Run
+	// leaves no Read on it when it returns; on any other reader Run does
+	// not wait for a Read in progress.
 	In io.Reader
 	// Out receives the terminal's output; Err, Run's own messages.
 	Out, Err io.Writer

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -199,50 +198,5 @@ func TestConnInputFrames(t *testing.T) {
 	c.Close()
 	if err := c.Input(ctx, "term_1", []byte("x")); !errors.Is(err, term.ErrClosed) {
 		t.Errorf("input after Close: %v, want ErrClosed", err)
-	}
-}
-
-// TestInputBorrow: while borrowed, every byte goes to the borrower; after
-// giveBack the borrower reads EOF and the owner reads again.
-func TestInputBorrow(t *testing.T) {
-	pr, pw := io.Pipe()
-	defer pw.Close()
-	in := term.NewInput(pr)
-	read := func(r io.Reader) string {
-		t.Helper()
-		got := make(chan string, 1)
-		go func() {
-			buf := make([]byte, 64)
-			n, _ := r.Read(buf)
-			got <- string(buf[:n])
-		}()
-		select {
-		case s := <-got:
-			return s
-		case <-time.After(10 * time.Second):
-			t.Fatal("read did not return")
-			return ""
-		}
-	}
-	go func() { _, _ = pw.Write([]byte("line1\n")) }()
-	if got := read(in); got != "line1\n" {
-		t.Errorf("owner read %q", got)
-	}
-	r, giveBack := in.Borrow()
-	go func() { _, _ = pw.Write([]byte("keys")) }()
-	if got := read(r); got != "keys" {
-		t.Errorf("borrower read %q", got)
-	}
-	giveBack()
-	if n, err := r.Read(make([]byte, 4)); n != 0 || err != io.EOF {
-		t.Errorf("after giveBack: %d, %v", n, err)
-	}
-	go func() { _, _ = pw.Write([]byte("line2\n")) }()
-	if got := read(in); got != "line2\n" {
-		t.Errorf("owner read %q after the borrow", got)
-	}
-	pw.Close()
-	if got := read(in); got != "" {
-		t.Errorf("owner read %q at EOF", got)
 	}
 }
