@@ -52,7 +52,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, log *sl
 	if err := o.check(); err != nil {
 		return err
 	}
-	mgr, err := o.connect(ctx, getenv, log)
+	mgr, err := o.connectEngine(ctx, getenv, log) // options_engine.go
 	if err != nil {
 		return err
 	}
@@ -76,7 +76,7 @@ func runGC(ctx context.Context, args []string, getenv func(string) string, log *
 		return err
 	}
 	o.workspaceSize = 0 // gc makes no workspace: no loop device check
-	mgr, err := o.connect(ctx, getenv, log)
+	mgr, err := o.connectEngine(ctx, getenv, log)
 	if err != nil {
 		return err
 	}
@@ -88,7 +88,7 @@ func runGC(ctx context.Context, args []string, getenv func(string) string, log *
 		}
 	}
 	n, v, err := server.CollectIn(ctx, mgr, id, o.dataDir, o.store)
-	w, werr := mgr.CollectWorkspaces(ctx) // images no volume names
+	w, werr := collectWorkspaces(ctx, mgr) // images no volume names
 	log.Info("gc done", "bridge_id", id, "sandboxes_removed", n, "volumes_removed", v, "workspace_images_removed", w)
 	return errors.Join(err, werr)
 }

@@ -71,7 +71,8 @@ type options struct {
 	tlsCert, tlsKey string
 	insecureHTTP    bool
 	// oidcLogin is the page's OIDC sign-in (ClientID "" means none).
-	oidcLogin web.OIDCLogin
+	oidcLogin     web.OIDCLogin
+	engineOptions // --engine and where its sandboxes run (options_engine.go)
 }
 
 // parseOptions reads args (after any subcommand) with defaults from getenv.
@@ -132,6 +133,7 @@ func parseOptions(name string, args []string, getenv func(string) string) (optio
 	fs.StringVar(&o.tlsCert, "tls-cert", getenv("BOXWIRE_TLS_CERT"), "serve HTTPS with this certificate (PEM; with --tls-key)")
 	fs.StringVar(&o.tlsKey, "tls-key", getenv("BOXWIRE_TLS_KEY"), "the private key of --tls-cert (PEM)")
 	fs.BoolVar(&o.insecureHTTP, "insecure-http", getenv("BOXWIRE_INSECURE_HTTP") == "1", "serve the web page and its login over plain HTTP on a non-loopback address too (without it they need TLS there)")
+	o.engineFlags(fs, getenv) // options_engine.go
 	wsSize := fs.String("workspace-size", env("BOXWIRE_WORKSPACE_SIZE", "10GiB"), "size cap of each /workspace, e.g. 10GiB (a sparse ext4 image on a loop device; needs root on the engine's host); 0: uncapped")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -147,6 +149,9 @@ func parseOptions(name string, args []string, getenv func(string) string) (optio
 	}
 	if (o.tlsCert == "") != (o.tlsKey == "") {
 		return o, errors.New("--tls-cert and --tls-key go together")
+	}
+	if err := o.checkEngine(); err != nil {
+		return o, err
 	}
 	var err error
 	if o.workspaceSize, err = sandbox.ParseSize(*wsSize); err != nil {

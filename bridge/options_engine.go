@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"k8s.io/klog/v2"
+
+	"github.com/boxwire/boxwire/bridge/sandbox"
+	"github.com/boxwire/boxwire/bridge/sandbox/kube"
+)
+
+// Engines --engine names.
+const (
+	engineDocker     = "docker"
+	engineKubernetes = "kubernetes"
+)
+
+// engineOptions say which engine runs the sandboxes and, for Kubernetes,
+// where (docs/kubernetes.md).
+type engineOptions struct {
+	engine       string // engineDocker or engineKubernetes
+	kubeconfig   string // "": in-cluster, else $KUBECONFIG or ~/.kube/config
+	namespace    string
+	storageClass string // the workspace claims' class ("": the cluster default)
+	kubeWS       string // kube.WorkspaceClaim or kube.WorkspaceEmptyDir
+}
+
+// engineFlags adds the engine flags to fs, with defaults from getenv.
+func (e *engineOptions) engineFlags(fs *flag.FlagSet, getenv func(string) string) {
+	fs.StringVar(&e.engine, "engine", envOr(getenv, "BOXWIRE_ENGINE", engineDocker), "what runs the sandboxes: docker (the local engine) or kubernetes (a pod per sandbox, docs/kubernetes.md)")
+	fs.StringVar(&e.kubeconfig, "kubeconfig", getenv("BOXWIRE_KUBECONFIG"), "kubeconfig file for --engine kubernetes (default: in-cluster config, else $KUBECONFIG or ~/.kube/config)")
+	fs.StringVar(&e.namespace, "namespace", envOr(getenv, "BOXWIRE_NAMESPACE", kube.DefaultNamespace), "namespace of the sandbox pods and their workspace claims (--engine kubernetes)")
+	fs.StringVar(&e.storageClass, "storage-class", getenv("BOXWIRE_STORAGE_CLASS"), "StorageClass of the workspace claims (--engine kubernetes; default: the cluster's default class)")
+	fs.StringVar(&e.kubeWS, "kube-workspace", envOr(getenv, "BOXWIRE_KUBE_WORKSPACE", kube.WorkspaceClaim), "workspace of a pod: claim (a PersistentVolumeClaim that outlives the pod) or emptydir (ends with it)")
+}
+
+// checkEngine refuses an unknown engine or flags that do not fit it.
+func (e engineOptions) checkEngine() error {
+	switch e.engine {
+	case engineDocker, engineKubernetes:
+	default:
+		return fmt.Errorf("--engine %q: want %s or %s", e.engine, engineDocker, engineKubernetes)
+	}
+	if e.kubeWS != kube.WorkspaceClaim && e.kubeWS != kube.WorkspaceEmptyDir {
+		return fmt.Errorf("--kube-workspace %q: want %s or %s", e.kubeWS, kube.WorkspaceClaim, kube.WorkspaceEmptyDir)
+	}
+	return nil
+}
+
+// kubeConfig is the Kubernetes manager's configuration: the engine flags,
+// the limits, --runtime as the RuntimeClass, --workspace-size as the
+// claims' size and --seccomp as RuntimeDefault (builtin, engine) or a
+// Localhost profile (localhost/NAME).
+func (o options) kubeConfig(log *slog.Logger) (kube.Config, error) {
+	cfg := kube.Config{
+		Kubeconfig: o.kubeconfig, Namespace: o.namespace, Logger: log.With("component", "sandbox"),
+		Defaults: o.limits, RuntimeClass: o.runtime, Workspace: o.kubeWS, StorageClass: o.storageClass,
+	}
+	if o.workspaceSize > 0 {
+		cfg.WorkspaceSize = fmt.Sprint(o.workspaceSize)
+	}
+	switch name, ok := strings.CutPrefix(o.seccomp, "localhost/"); {
+	case o.seccomp == "builtin", o.seccomp == "engine", o.seccomp == "":
+	case ok && name != "":
+		cfg.SeccompProfile = name
+	default:
+		return cfg, fmt.Errorf("--seccomp %q on kubernetes: want builtin or engine (RuntimeDefault) or localhost/NAME (a profile in the kubelet's seccomp folder)", o.seccomp)
+	}
+	return cfg, nil
+}
+
+// connectEngine makes the sandbox manager of --engine and checks that it
+// answers.
+func (o options) connectEngine(ctx context.Context, getenv func(string) string, log *slog.Logger) (sandbox.Manager, error) {
+	if o.engine != engineKubernetes {
+		return o.connect(ctx, getenv, log)
+	}
+	cfg, err := o.kubeConfig(log)
+	if err != nil {
+		return nil, err
+	}
+	// client-go logs through klog (to stderr by default): into the
+	// bridge's log instead, at debug — an exec stream the bridge ends on
+	// purpose (a removed pod's relay) is logged there as an error.
+	klog.SetSlogLogger(slog.New(debugOnly{log.With("component", "client-go").Handler()}))
+	return kube.Connect(ctx, cfg)
+}
+
+// collectWorkspaces removes the workspace images no volume names, on
+// engines that make them (Docker's capped workspaces).
+func collectWorkspaces(ctx context.Context, mgr sandbox.Manager) (int, error) {
+	if c, ok := mgr.(interface {
+		CollectWorkspaces(context.Context) (int, error)
+	}); ok {
+		return c.CollectWorkspaces(ctx)
+	}
+	return 0, nil
+}
+
+// debugOnly logs every record at debug level.
+type debugOnly struct{ slog.Handler }
+
+// Handle logs r at debug.
+func (d debugOnly) Handle(ctx context.Context, r slog.Record) error {
+	r.Level = slog.LevelDebug
+	if !d.Handler.Enabled(ctx, r.Level) {
+		return nil
+	}
+	return d.Handler.Handle(ctx, r)
+}
+
+// Enabled is true: Handle decides at debug level.
+func (d debugOnly) Enabled(context.Context, slog.Level) bool { return true }
