@@ -39,7 +39,3 @@ func Listen(addr string) (net.Listener, error) {
 	}
 	return ln, nil
 }
-
-// IsUnix reports whether ln is a unix socket listener (TCP ones need a
-// token).
-func IsUnix(ln net.Listener) bool { return ln.Addr().Network() == "unix" }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -196,6 +195,3 @@ func (r Remote) Audit(ctx context.Context, f AuditFilter) ([]AuditEntry, error) 
 	}
 	return out.Entries, r.do(ctx, http.MethodGet, "/v1/audit?"+q.Encode(), nil, &out)
 }
-
-// ErrBadRequest marks an admin request that cannot be done as asked.
-var ErrBadRequest = errors.New("bad request")

@@ -30,7 +30,7 @@ type Config struct {
 
 // Server is an http.Server served on a listener by a goroutine it owns.
 type Server struct {
-	path string
+	path string // the address served (a unix socket's path), for messages
 	srv  *http.Server
 	done chan struct{}
 }
@@ -59,9 +59,6 @@ func Start(ln net.Listener, h http.Handler, cfg Config) *Server {
 	}()
 	return s
 }
-
-// Path is the address served (a unix socket's path).
-func (s *Server) Path() string { return s.path }
 
 // Stop stops listening (a unix listener removes its socket file) and cuts
 // live requests; it does not wait for the serving goroutine (see Wait).

@@ -42,9 +42,6 @@ func TestServeUnixSocket(t *testing.T) {
 		_, _ = io.WriteString(w, "hello")
 	}), httpserve.Config{Name: "test server", ReadHeaderTimeout: time.Second})
 	defer close(release)
-	if s.Path() != path {
-		t.Fatalf("path %q", s.Path())
-	}
 	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", path)
 	}}

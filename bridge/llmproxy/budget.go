@@ -58,13 +58,6 @@ func (m *meter) record(model string, u Usage) UsageReport {
 	return UsageReport{Model: model, Call: u, Total: m.total, Requests: m.requests, TokenBudget: m.budget}
 }
 
-// Totals returns the usage and call count recorded so far.
-func (p *Proxy) Totals() (Usage, int) {
-	p.meter.mu.Lock()
-	defer p.meter.mu.Unlock()
-	return p.meter.total, p.meter.requests
-}
-
 // authorized reports whether r carries the proxy's token (always, when the
 // proxy has none).
 func (p *Proxy) authorized(r *http.Request) bool {

@@ -25,9 +25,6 @@ func (p *Proxy) Serve(ln net.Listener) *Listener {
 	})}
 }
 
-// Path is the address served: the socket's path.
-func (l *Listener) Path() string { return l.srv.Path() }
-
 // Close stops listening (a unix listener removes its socket file), cuts
 // live requests (their upstream requests are cancelled) and waits for the
 // serving goroutine. It is idempotent.
