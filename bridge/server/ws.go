@@ -11,8 +11,8 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/boxwire/boxwire/bridge/internal/hangup"
-	"github.com/boxwire/boxwire/bridge/internal/peerhello"
 	"github.com/boxwire/boxwire/bridge/internal/httpjson"
+	"github.com/boxwire/boxwire/bridge/internal/peerhello"
 	"github.com/boxwire/boxwire/bridge/sandbox"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
