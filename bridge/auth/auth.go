@@ -144,17 +144,11 @@ func New(cfg Config) (*Authenticator, error) {
 // at the credentials, while the address is held back, and with an error
 // wrapping ErrUnauthorized otherwise.
 func (a *Authenticator) Authenticate(ctx context.Context, r *http.Request) (Principal, error) {
-	remote := clientAddr(r.RemoteAddr)
-	if !a.fail.allow(remote) {
-		return Principal{}, ErrTooManyFailures
-	}
 	bearer, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	p, err := a.check(ctx, strings.TrimSpace(bearer), ok)
-	if err != nil {
-		a.fail.failed(remote)
-		return Principal{}, err
+	if !ok {
+		bearer = ""
 	}
-	return p, nil
+	return a.AuthenticateToken(ctx, r.RemoteAddr, strings.TrimSpace(bearer))
 }
 
 // AuthenticateToken is Authenticate for a credential given some other way
@@ -164,15 +158,16 @@ func (a *Authenticator) AuthenticateToken(ctx context.Context, remote, credentia
 	if !a.fail.allow(remote) {
 		return Principal{}, ErrTooManyFailures
 	}
-	p, err := a.check(ctx, credential, credential != "")
+	p, err := a.check(ctx, credential)
 	if err != nil {
 		a.fail.failed(remote)
+		return Principal{}, err
 	}
-	return p, err
+	return p, nil
 }
 
-func (a *Authenticator) check(ctx context.Context, cred string, given bool) (Principal, error) {
-	if !given || cred == "" {
+func (a *Authenticator) check(ctx context.Context, cred string) (Principal, error) {
+	if cred == "" {
 		return Principal{}, fmt.Errorf("%w: no bearer credentials", ErrUnauthorized)
 	}
 	if subtle.ConstantTimeCompare([]byte(cred), []byte(a.cfg.AdminToken)) == 1 {
