@@ -267,7 +267,9 @@ func (d Dirs) WriteFile(name string, data []byte, mode os.FileMode) error {
 
 // Listen listens on a unix socket name in the bridge folder (replacing a
 // stale one), connectable by the sandbox's user. The caller closes it;
-// closing removes the socket file.
+// closing leaves the socket file (Remove, or the next Listen, removes it):
+// another bridge that took the sandbox over may listen there by then, and
+// its socket must stay.
 func (d Dirs) Listen(name string) (*net.UnixListener, error) {
 	path := filepath.Join(d.Bridge, name)
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -277,6 +279,7 @@ func (d Dirs) Listen(name string) (*net.UnixListener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", path, err)
 	}
+	ln.SetUnlinkOnClose(false)
 	// By name, which is safe here only because the folder is the bridge's
 	// alone (Make, Open): nothing can swap the socket for a link.
 	if err := os.Chmod(path, socketMode); err != nil {

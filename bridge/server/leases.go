@@ -109,10 +109,10 @@ func (l *leases) acquire(ctx context.Context, thread string) error {
 
 // run renews the leases every third of their ttl until ctx ends: the
 // bridge's own, and those of live (the threads registered now); a held
-// thread no longer live is released. A lease lost (another bridge took it
-// after it expired) is logged; ending the thread here then is not done
-// yet (issue 22 item 3).
-func (l *leases) run(ctx context.Context, live func() []string) {
+// thread no longer live is released. A thread whose lease another bridge
+// took (it expired: this bridge could not renew it in time) is handed to
+// lost, which must stop relaying it (letGo).
+func (l *leases) run(ctx context.Context, live func() []string, lost func(id string)) {
 	tick := time.NewTicker(l.ttl / 3)
 	defer tick.Stop()
 	for {
@@ -121,11 +121,16 @@ func (l *leases) run(ctx context.Context, live func() []string) {
 			return
 		case <-tick.C:
 		}
-		l.renew(ctx, live())
+		for _, id := range l.renew(ctx, live()) {
+			lost(id)
+		}
 	}
 }
 
-func (l *leases) renew(ctx context.Context, live []string) {
+// renew renews the leases and returns the live threads another bridge
+// holds the lease of now; a lease the store could not renew (it is away)
+// is kept and tried again at the next tick.
+func (l *leases) renew(ctx context.Context, live []string) (lost []string) {
 	if _, err := l.st.AcquireLease(ctx, bridgeLeasePrefix+l.id, l.instance, l.ttl); err != nil {
 		l.log.Error("renew the bridge's lease", "err", err)
 	}
@@ -134,8 +139,14 @@ func (l *leases) renew(ctx context.Context, live []string) {
 		now[id] = true
 		// Acquire renews; it also takes back a lease that ran out while
 		// the store was away, unless another bridge took the thread.
-		if _, err := l.st.AcquireLease(ctx, id, l.id, l.ttl); err != nil {
-			l.log.Error("lease of a relayed thread lost", "thread", id, "err", err)
+		cur, err := l.st.AcquireLease(ctx, id, l.id, l.ttl)
+		switch {
+		case errors.Is(err, store.ErrLeaseHeld):
+			l.log.Warn("lease of a relayed thread lost: another bridge relays it now", "thread", id, "holder", cur.Holder, "epoch", cur.Epoch)
+			lost = append(lost, id)
+			delete(now, id)
+		case err != nil:
+			l.log.Error("renew a relayed thread's lease", "thread", id, "err", err)
 		}
 	}
 	l.mu.Lock()
@@ -152,6 +163,7 @@ func (l *leases) renew(ctx context.Context, live []string) {
 			l.log.Warn("release a thread's lease", "thread", id, "err", err)
 		}
 	}
+	return lost
 }
 
 // release gives up every lease this bridge holds, so that another bridge

@@ -315,7 +315,7 @@ func New(cfg Config) (*Server, error) {
 	s.roll = rollout.API{Fleet: s.fleet, Log: s.log, Image: cfg.Image, Reload: cfg.ReloadImages}
 	s.pruner.Add(2)
 	go func() { defer s.pruner.Done(); retention.Run(ctx, retentionOf(s)) }() // bridge/retention, retention.go
-	go func() { defer s.pruner.Done(); s.leases.run(ctx, threadDirectory{s}.Live) }()
+	go func() { defer s.pruner.Done(); s.leases.run(ctx, threadDirectory{s}.Live, s.letGo) }() // failover.go
 	return s, nil
 }
 
