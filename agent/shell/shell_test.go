@@ -1,14 +1,12 @@
 package shell_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,22 +21,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 const waitLimit = 10 * time.Second
 
 // buffer is an io.Writer that tests can watch.
-type buffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *buffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *buffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type buffer struct{ testutil.Buffer }
 
 // waitFor fails the test unless the output contains want before the limit.
 func (b *buffer) waitFor(t *testing.T, want string) {

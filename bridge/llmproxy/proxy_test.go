@@ -2,7 +2,6 @@ package llmproxy_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -21,29 +20,12 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/boxwire/boxwire/bridge/llmproxy"
+	"github.com/boxwire/boxwire/bridge/testutil"
 )
 
 const testKey = "sk-test-SECRET-0123456789"
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// syncBuffer collects log output from concurrent handlers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // upstream is a fake OpenAI-compatible server. It rejects requests without
 // the key and streams scripted chunks, waiting on release between them.
@@ -116,7 +98,7 @@ func newProxy(t *testing.T, upstreamURL string, logs io.Writer) *llmproxy.Proxy 
 func TestStreamsChunksBeforeUpstreamFinishes(t *testing.T) {
 	t.Parallel()
 	up := newUpstream(t)
-	var logs syncBuffer
+	var logs testutil.Buffer
 	front := httptest.NewServer(newProxy(t, up.URL+"/base/v1", &logs))
 	defer front.Close()
 
@@ -180,7 +162,7 @@ func TestStreamsChunksBeforeUpstreamFinishes(t *testing.T) {
 func TestRoutes(t *testing.T) {
 	t.Parallel()
 	up := newUpstream(t)
-	var logs syncBuffer
+	var logs testutil.Buffer
 	front := httptest.NewServer(newProxy(t, up.URL+"/base/v1/", &logs))
 	defer front.Close()
 
@@ -261,7 +243,7 @@ func TestUpstreamFailures(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			var logs syncBuffer
+			var logs testutil.Buffer
 			p, err := llmproxy.New(llmproxy.Config{
 				Upstream: tc.upstream, APIKey: testKey, HTTPClient: tc.client,
 				Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
@@ -289,7 +271,7 @@ func TestUpstreamFailures(t *testing.T) {
 func TestConfigRedactsKey(t *testing.T) {
 	t.Parallel()
 	cfg := llmproxy.Config{Upstream: "https://api.example/v1", APIKey: testKey}
-	var logs syncBuffer
+	var logs testutil.Buffer
 	log := slog.New(slog.NewJSONHandler(&logs, nil))
 	log.Info("config", "llm", cfg)
 	slog.New(slog.NewTextHandler(&logs, nil)).Info("config", "llm", cfg)
@@ -325,7 +307,7 @@ func TestServeOnUnixSocket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs testutil.Buffer
 	l := newProxy(t, up.URL+"/base/v1", &logs).Serve(ln)
 	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		var d net.Dialer

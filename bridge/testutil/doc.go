@@ -5,7 +5,8 @@
 // Every function that fails the test calls t.Fatalf, so it must run on the
 // test's own goroutine. The timeout is the caller's: a package keeps its
 // own limit (a unit test's few seconds, an engine test's minute), and the
-// failure message says what was waited for and for how long.
+// failure message says what was waited for and for how long. Buffer is
+// the writer a test reads while others write to it (logs, output).
 //
 // The package imports nothing of ours; it is meant for _test files only.
 package testutil
