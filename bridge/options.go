@@ -73,6 +73,8 @@ type options struct {
 	// oidcLogin is the page's OIDC sign-in (ClientID "" means none).
 	oidcLogin     web.OIDCLogin
 	engineOptions // --engine and where its sandboxes run (options_engine.go)
+
+	hostToolsOptions // --host-tools (options_hosttools.go)
 }
 
 // parseOptions reads args (after any subcommand) with defaults from getenv.
@@ -135,6 +137,7 @@ func parseOptions(name string, args []string, getenv func(string) string) (optio
 	fs.BoolVar(&o.insecureHTTP, "insecure-http", getenv("BOXWIRE_INSECURE_HTTP") == "1", "serve the web page and its login over plain HTTP on a non-loopback address too (without it they need TLS there)")
 	o.engineFlags(fs, getenv) // options_engine.go
 	wsSize := fs.String("workspace-size", env("BOXWIRE_WORKSPACE_SIZE", "10GiB"), "size cap of each /workspace, e.g. 10GiB (a sparse ext4 image on a loop device; needs root on the engine's host); 0: uncapped")
+	o.hostToolsFlags(fs, getenv) // options_hosttools.go
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -253,7 +256,10 @@ func (o options) server(mgr sandbox.Manager, getenv func(string) string, log *sl
 			cfg.OIDCLogin = &l
 		}
 	}
-	return cfg, applyApprovals(&cfg, o.policy, getenv)
+	if err := applyApprovals(&cfg, o.policy, getenv); err != nil {
+		return cfg, err
+	}
+	return cfg, o.applyHostTools(&cfg, getenv, log) // options_hosttools.go
 }
 
 // docker is the sandbox manager's configuration.

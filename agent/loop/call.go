@@ -22,8 +22,8 @@ const (
 
 // runCall announces, runs and reports one tool call, and answers it in the
 // history. It never returns without adding the tool message.
-func (l *Loop) runCall(ctx context.Context, conv *Conversation, call ToolCall, emit func(wire.Envelope)) {
-	res := l.call(ctx, call, emit, true)
+func (l *Loop) runCall(ctx context.Context, conv *Conversation, ts toolset, call ToolCall, emit func(wire.Envelope)) {
+	res := l.call(ctx, ts, call, emit, true)
 	conv.Append(Message{Role: RoleTool, ToolCallID: call.ID, Content: modelText(res)})
 }
 
@@ -36,18 +36,18 @@ func (l *Loop) runCall(ctx context.Context, conv *Conversation, call ToolCall, e
 // does). It blocks until the tool is done or ctx ends (the tool is then
 // stopped).
 func (l *Loop) Direct(ctx context.Context, call ToolCall, emit func(wire.Envelope)) tools.Result {
-	return l.call(ctx, call, emit, false)
+	return l.call(ctx, l.toolsFor(ctx), call, emit, false)
 }
 
 // call announces, runs and reports one tool call; checked puts it to
 // Config.Check first.
-func (l *Loop) call(ctx context.Context, call ToolCall, emit func(wire.Envelope), checked bool) tools.Result {
+func (l *Loop) call(ctx context.Context, ts toolset, call ToolCall, emit func(wire.Envelope), checked bool) tools.Result {
 	emit(wire.MustNew(wire.TypeToolCall, "", "", wire.ToolCall{
 		CallID:    call.ID,
 		Name:      call.Name,
 		Arguments: argumentsJSON(call.Arguments),
 	}))
-	res := l.execute(ctx, call, emit, checked)
+	res := l.execute(ctx, ts, call, emit, checked)
 	emit(wire.MustNew(wire.TypeToolResult, "", "", wire.ToolResult{
 		CallID:     call.ID,
 		Name:       call.Name,
@@ -66,11 +66,11 @@ func (l *Loop) call(ctx context.Context, call ToolCall, emit func(wire.Envelope)
 }
 
 // execute runs the call's tool, or explains to the model why it did not.
-func (l *Loop) execute(ctx context.Context, call ToolCall, emit func(wire.Envelope), checked bool) tools.Result {
-	tool, ok := l.tools[call.Name]
+func (l *Loop) execute(ctx context.Context, ts toolset, call ToolCall, emit func(wire.Envelope), checked bool) tools.Result {
+	tool, ok := ts.byName[call.Name]
 	switch {
 	case !ok:
-		return tools.Result{Err: fmt.Sprintf("unknown tool %q; the available tools are: %s", call.Name, l.toolNames())}
+		return tools.Result{Err: fmt.Sprintf("unknown tool %q; the available tools are: %s", call.Name, ts.names())}
 	case !json.Valid([]byte(orEmptyObject(call.Arguments))):
 		return tools.Result{Err: "the arguments are not a valid JSON object; call the tool again with valid JSON"}
 	case ctx.Err() != nil:
@@ -104,9 +104,9 @@ func (l *Loop) safeRun(ctx context.Context, tool tools.Tool, call tools.Call) (r
 	return tool.Run(ctx, call)
 }
 
-func (l *Loop) toolNames() string {
-	names := make([]string, 0, len(l.defs))
-	for _, d := range l.defs {
+func (ts toolset) names() string {
+	names := make([]string, 0, len(ts.defs))
+	for _, d := range ts.defs {
 		names = append(names, d.Name)
 	}
 	slices.Sort(names)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -51,6 +52,12 @@ type Config struct {
 	// bridge may wait for a person) and must return when ctx ends. Nil
 	// allows everything (standalone agents). See docs/approvals.md.
 	Check func(ctx context.Context, call ToolCall) (allowed bool, reason string)
+	// TurnTools, when set, is asked at the start of each turn (and of each
+	// Direct call) for tools offered besides Tools: the host tools the
+	// bridge allows the thread, the tools of the image's MCP servers. It
+	// may block briefly and must return when ctx ends. A name Tools
+	// already has is skipped.
+	TurnTools func(ctx context.Context) []tools.Tool
 }
 
 // Loop runs turns. It holds no per-conversation state and is safe for
@@ -65,6 +72,7 @@ type Loop struct {
 	retryFor time.Duration
 	log      *slog.Logger
 	check    func(context.Context, ToolCall) (bool, string)
+	more     func(context.Context) []tools.Tool
 }
 
 // New returns a Loop for cfg.
@@ -78,6 +86,7 @@ func New(cfg Config) *Loop {
 		retryFor: cfg.RetryFor,
 		log:      cfg.Logger,
 		check:    cfg.Check,
+		more:     cfg.TurnTools,
 	}
 	if l.retryFor == 0 {
 		l.retryFor = DefaultRetryFor
@@ -136,7 +145,7 @@ func DefaultSystemPrompt(workspace string, ts []tools.Tool) string {
 func (l *Loop) Turn(ctx context.Context, conv *Conversation, text string, emit func(wire.Envelope)) wire.TurnDone {
 	conv.Append(Message{Role: RoleUser, Content: text})
 	var usage wire.Usage
-	reason := l.steps(ctx, conv, emit, &usage)
+	reason := l.steps(ctx, conv, l.toolsFor(ctx), emit, &usage)
 	done := wire.TurnDone{Reason: reason}
 	if usage != (wire.Usage{}) {
 		done.Usage = &usage
@@ -146,12 +155,12 @@ func (l *Loop) Turn(ctx context.Context, conv *Conversation, text string, emit f
 }
 
 // steps runs model steps and returns the turn's end reason.
-func (l *Loop) steps(ctx context.Context, conv *Conversation, emit func(wire.Envelope), usage *wire.Usage) string {
+func (l *Loop) steps(ctx context.Context, conv *Conversation, ts toolset, emit func(wire.Envelope), usage *wire.Usage) string {
 	for step := 0; step < l.maxSteps; step++ {
 		if ctx.Err() != nil {
 			return wire.ReasonInterrupted
 		}
-		resp, err := l.callModel(ctx, conv, emit)
+		resp, err := l.callModel(ctx, conv, ts, emit)
 		addUsage(usage, resp.Usage)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -165,7 +174,7 @@ func (l *Loop) steps(ctx context.Context, conv *Conversation, emit func(wire.Env
 			return wire.ReasonStop
 		}
 		for _, call := range resp.ToolCalls {
-			l.runCall(ctx, conv, call, emit)
+			l.runCall(ctx, conv, ts, call, emit)
 		}
 	}
 	return wire.ReasonStepLimit
@@ -173,11 +182,11 @@ func (l *Loop) steps(ctx context.Context, conv *Conversation, emit func(wire.Env
 
 // callModel streams one model step, emits its text, and appends the
 // assistant message (with whatever text arrived, even on failure).
-func (l *Loop) callModel(ctx context.Context, conv *Conversation, emit func(wire.Envelope)) (Response, error) {
+func (l *Loop) callModel(ctx context.Context, conv *Conversation, ts toolset, emit func(wire.Envelope)) (Response, error) {
 	req := Request{
 		Messages: append([]Message{{Role: RoleSystem, Content: l.system}},
 			fitBudget(conv.Messages(), l.budget-tokens(l.system))...),
-		Tools: l.defs,
+		Tools: ts.defs,
 	}
 	var streamed strings.Builder
 	resp, err := l.stream(ctx, req, func(delta string) { // retry.go
@@ -213,4 +222,34 @@ func addUsage(sum *wire.Usage, u wire.Usage) {
 	sum.PromptTokens += u.PromptTokens
 	sum.CompletionTokens += u.CompletionTokens
 	sum.TotalTokens += u.TotalTokens
+}
+
+// toolset is what one turn may call: the loop's tools and the turn's own
+// (Config.TurnTools).
+type toolset struct {
+	byName map[string]tools.Tool
+	defs   []ToolDef
+}
+
+// toolsFor returns the tools of a turn (or Direct call) under ctx.
+func (l *Loop) toolsFor(ctx context.Context) toolset {
+	ts := toolset{byName: l.tools, defs: l.defs}
+	if l.more == nil {
+		return ts
+	}
+	extra := l.more(ctx)
+	if len(extra) == 0 {
+		return ts
+	}
+	ts.byName = maps.Clone(l.tools)
+	ts.defs = slices.Clone(l.defs)
+	for _, t := range extra {
+		if _, taken := ts.byName[t.Name()]; taken {
+			l.log.Warn("tool name already taken; the turn's tool is skipped", "tool", t.Name())
+			continue
+		}
+		ts.byName[t.Name()] = t
+		ts.defs = append(ts.defs, ToolDef{Name: t.Name(), Description: t.Description(), Parameters: t.Parameters()})
+	}
+	return ts
 }

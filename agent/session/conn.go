@@ -73,6 +73,9 @@ type conn struct {
 
 	thread *thread // set by the handshake; read by the reader only
 	role   string  // the peer's hello role; set by the handshake (approval.go)
+	// hostTools: the peer is a bridge whose hello said it answers
+	// host_tools_list (hosttools.go); set by the handshake.
+	hostTools bool
 	// resumed is set once a bridge's resume was answered on c; the
 	// thread's mutex guards it (backlog.go, approval.go).
 	resumed bool

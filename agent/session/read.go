@@ -64,6 +64,7 @@ func (c *conn) handshake() bool {
 	if c.role == wire.RoleBridge {
 		c.shrinkSendBuffer()
 	}
+	c.hostTools = h.Role == wire.RoleBridge && h.HostTools // hosttools.go
 	c.thread = c.s.thread(name)
 	c.log = c.log.With("thread", name)
 	c.startForward() // forward.go
@@ -121,6 +122,9 @@ func (c *conn) handle(env wire.Envelope) {
 		c.thread.interrupt()
 	case wire.TypeToolVerdict:
 		c.verdict(env)
+	case wire.TypeHostTools, wire.TypeHostResult, wire.TypeHostProgress,
+		wire.TypeHostToolsList, wire.TypeHostCall, wire.TypeHostCancel:
+		c.hostAnswer(env) // hosttools.go
 	case wire.TypePing:
 		c.reply(wire.MustNew(wire.TypePong, name, env.ID, nil))
 	case wire.TypeHello:

@@ -25,7 +25,7 @@ func (t *thread) runTool(c *conn, id string, req wire.RunTool) {
 		return
 	}
 	t.acceptLocked(c, id)
-	ctx, cancel := context.WithCancel(tools.WithThread(t.s.hard, t.name)) // the thread's remembered shell
+	ctx, cancel := context.WithCancel(tools.WithThread(withThread(t.s.hard, t), t.name)) // the thread's remembered shell; host tools (hosttools.go)
 	t.nextRun++
 	n := t.nextRun
 	if t.runs == nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/boxwire/boxwire/agent/forward"
 	"github.com/boxwire/boxwire/agent/loop"
 	"github.com/boxwire/boxwire/agent/terminal"
+	"github.com/boxwire/boxwire/agent/tools"
 	"github.com/boxwire/boxwire/bridge/wire"
 	"github.com/gorilla/websocket"
 )
@@ -96,6 +97,7 @@ type Server struct {
 	threads map[string]*thread
 	terms   terminalRegistry // created on first use (terminal.go)
 	checks  checks           // tool checks waiting for the bridge (approval.go)
+	hosts   hostWaits        // host tool requests waiting for the bridge (hosttools.go)
 
 	portsOnce sync.Once   // starts watchPorts (forward.go)
 	ports     []wire.Port // what listens now, as last reported
@@ -126,6 +128,14 @@ func New(cfg Config) *Server {
 	}
 	if cfg.Loop.Check == nil {
 		cfg.Loop.Check = s.checkTool // asks the bridge, if there is one (approval.go)
+	}
+	own := cfg.Loop.TurnTools // e.g. the image's MCP servers' tools
+	cfg.Loop.TurnTools = func(ctx context.Context) []tools.Tool {
+		var ts []tools.Tool
+		if own != nil {
+			ts = own(ctx)
+		}
+		return append(ts, s.hostTools(ctx)...) // hosttools.go: the bridge's
 	}
 	s.loop = loop.New(cfg.Loop)
 	return s

@@ -17,6 +17,7 @@ import (
 	"github.com/boxwire/boxwire/bridge/egress"
 	"github.com/boxwire/boxwire/bridge/fleet"
 	"github.com/boxwire/boxwire/bridge/hostcheck"
+	"github.com/boxwire/boxwire/bridge/hosttools"
 	"github.com/boxwire/boxwire/bridge/internal/httpjson"
 	"github.com/boxwire/boxwire/bridge/llmproxy"
 	"github.com/boxwire/boxwire/bridge/policy"
@@ -83,6 +84,10 @@ type Config struct {
 	// OIDCLogin, when set, lets the page sign in with the OIDC provider
 	// (bridge/web); OIDC must accept its ID tokens.
 	OIDCLogin *web.OIDCLogin
+
+	// HostTools, when set, are the operator's host tools (bridge/hosttools,
+	// docs/tools.md) the threads' agents may call; the server closes it.
+	HostTools *hosttools.Host
 
 	// PreviewDomain turns on preview URLs of the host form,
 	// {port}-{thread}.{PreviewDomain} (bridge/preview); empty leaves the
@@ -393,6 +398,9 @@ func (s *Server) Close(ctx context.Context) error {
 	var errs []error
 	for _, t := range threads {
 		t.shutdown(wire.Envelope{})
+	}
+	if s.cfg.HostTools != nil {
+		_ = s.cfg.HostTools.Close() // after the threads: no call is left
 	}
 	if err := s.fleet.Close(); err != nil { // every box's proxies
 		errs = append(errs, err)

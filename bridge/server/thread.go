@@ -55,6 +55,7 @@ type thread struct {
 	toAgent chan wire.Envelope
 	term    *termRelay     // terminal sessions' watchers and input (terminal.go)
 	gate    *approval.Gate // approval policy, pending requests, held output (bridge/approval)
+	host    hostCalls      // running host tool calls (hosttools.go)
 
 	mu      sync.Mutex
 	events  threadlog.Log      // numbering, tail, whether the agent works
@@ -121,7 +122,8 @@ func (t *thread) request(c *client, env wire.Envelope) {
 		c.enqueue(wire.ErrorEnvelope(t.id, env.ID, wire.CodeNotAllowed, "history is sent only by the bridge"))
 		return
 	case env.Type == wire.TypeClaim || env.Type == wire.TypeClaimed, // pool.go
-		env.Type == wire.TypeResume || env.Type == wire.TypeResumed: // agentlink
+		env.Type == wire.TypeResume || env.Type == wire.TypeResumed, // agentlink
+		wire.IsHostTool(env.Type):                                   // hosttools.go
 		c.enqueue(wire.ErrorEnvelope(t.id, env.ID, wire.CodeNotAllowed, "%s is between the agent and the bridge", env.Type))
 		return
 	case wire.IsRequest(env.Type):
@@ -213,6 +215,9 @@ func (t *thread) Suspend(ev wire.SandboxExited) {
 func (t *thread) Deliver(env wire.Envelope, connID string, routed bool) {
 	if env.Type == wire.TypeToolCheck { // approvals.go
 		t.toolCheck(env)
+		return
+	}
+	if t.hostTool(env) { // hosttools.go
 		return
 	}
 	if wire.IsTerminal(env.Type) && t.terminalFromAgent(env, connID) {

@@ -102,6 +102,10 @@ type Hello struct {
 	// it says which build serves, also when the binary was mounted over
 	// the image's (the bridge's --agent-binary).
 	AgentHash string `json:"agent_hash,omitempty"`
+	// HostTools, from a bridge to its agent only, says the bridge answers
+	// host_tools_list (hosttools.go): the agent asks it at each turn's
+	// start. An agent does not ask a bridge that does not say so.
+	HostTools bool `json:"host_tools,omitempty"`
 }
 
 // Roles carried in Hello.Role.

@@ -69,6 +69,10 @@ var golden = []struct {
 	{"accepted", wire.MustNew(wire.TypeAccepted, "t_4f9c2a1b3c5d", "c3~5e1f.12/m7", nil)},
 	{"events_lost", withSeq(wire.MustNew(wire.TypeEventsLost, "t_4f9c2a1b3c5d", "", wire.EventsLost{Instance: "a3f09c1d2b7e4f60", From: 1208, To: 1530, Count: 323, Message: "323 events the agent made while no bridge was attached are no longer held (its backlog keeps 8 MiB)"}), 20)},
 	{"approval_decision_timeout", withSeq(wire.MustNew(wire.TypeApprovalDecision, "t_4f9c2a1b3c5d", "", wire.ApprovalDecision{ApprovalID: "ap_0b7c4e2d9a1f", ApprovalAction: wire.ApprovalAction{Kind: wire.ApprovalEgress, Method: "CONNECT", Host: "pypi.org", Port: 443}, Verdict: wire.VerdictDenied, By: wire.ByTimeout, At: "2026-12-01T10:07:00Z", Reason: "no answer within 1m0s"}), 19)},
+	{"host_tools", wire.MustNew(wire.TypeHostTools, "t_4f9c2a1b3c5d", "htl_1", wire.HostTools{Tools: []wire.HostTool{{Name: "gh_search", Description: "Search the code host.", InputSchema: json.RawMessage(`{"type":"object","properties":{"query":{"type":"string"}},"required":["query"]}`)}}})},
+	{"host_progress", wire.MustNew(wire.TypeHostProgress, "t_4f9c2a1b3c5d", "hc_2", wire.HostProgress{Message: "searching"})},
+	{"host_result", wire.MustNew(wire.TypeHostResult, "t_4f9c2a1b3c5d", "hc_2", wire.HostResult{Output: "boxwire/boxwire token [REDACTED]", Redacted: 1})},
+	{"host_result_error", wire.MustNew(wire.TypeHostResult, "t_4f9c2a1b3c5d", "hc_3", wire.HostResult{Error: "host tool server gh ended during the call (calling \"tools/call\": EOF); its standard error ended: gh-mcp: out of memory; it is started again for the next call"})},
 	{"egress_rules", withSeq(wire.MustNew(wire.TypeEgressRules, "t_4f9c2a1b3c5d", "", wire.EgressRules{Rules: []string{".pythonhosted.org", "pypi.org"}, Previous: []string{"pypi.org"}, By: wire.EgressByAPI}), 21)},
 }
 
