@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -50,18 +49,7 @@ func credProxy(t *testing.T, upstream *httptest.Server, check func(egress.Reques
 			}
 			return egress.Credential{}, false
 		}})
-	sockDir, err := os.MkdirTemp("", "egr")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(sockDir) })
-	sock := filepath.Join(sockDir, "e.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := p.Serve(ln)
-	t.Cleanup(func() { _ = l.Close() })
+	sock, _ := serveUnix(t, p)
 	trust := x509.NewCertPool()
 	trust.AppendCertsFromPEM(ca.CertPEM())
 	tr := &http.Transport{

@@ -38,22 +38,7 @@ func serveProxy(t *testing.T, rules ...string) (func() net.Conn, func() []egress
 		got = append(got, d)
 		mu.Unlock()
 	}})
-	dir, err := os.MkdirTemp("", "egr")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	sock := filepath.Join(dir, "egress.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := p.Serve(ln)
-	t.Cleanup(func() {
-		if err := l.Close(); err != nil {
-			t.Error(err)
-		}
-	})
+	sock, _ := serveUnix(t, p)
 	dial := func() net.Conn {
 		c, err := net.DialTimeout("unix", sock, 5*time.Second)
 		if err != nil {
@@ -64,6 +49,30 @@ func serveProxy(t *testing.T, rules ...string) (func() net.Conn, func() []egress
 		return c
 	}
 	return dial, func() []egress.Decision { mu.Lock(); defer mu.Unlock(); return append([]egress.Decision(nil), got...) }
+}
+
+// serveUnix serves p on a unix socket of its own and returns the socket's
+// path and the listener; the test's end closes the listener (an error
+// fails the test) and removes the socket's folder.
+func serveUnix(t *testing.T, p *egress.Proxy) (string, *egress.Listener) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "egr") // short: a socket path has a length limit
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "e.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := p.Serve(ln)
+	t.Cleanup(func() {
+		if err := l.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return sock, l
 }
 
 func TestProxy(t *testing.T) {
@@ -167,14 +176,8 @@ func TestCloseCutsTunnels(t *testing.T) {
 	}()
 	rs, _ := egress.ParseRules([]string{ln.Addr().String()})
 	p := egress.New(egress.Config{Rules: rs, Logger: slog.New(slog.DiscardHandler)})
-	dir, _ := os.MkdirTemp("", "egr")
-	defer os.RemoveAll(dir)
-	pln, err := net.Listen("unix", filepath.Join(dir, "e.sock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := p.Serve(pln)
-	c, err := net.Dial("unix", filepath.Join(dir, "e.sock"))
+	sock, l := serveUnix(t, p)
+	c, err := net.Dial("unix", sock)
 	if err != nil {
 		t.Fatal(err)
 	}
