@@ -7,7 +7,8 @@ import "net/netip"
 // reachable, plus those that embed or translate to an IPv4 address (so an
 // allowed name cannot reach a private IPv4 address through them) and the
 // documentation, benchmarking and reserved blocks. Multicast and other
-// non-unicast addresses are refused before this list is read.
+// non-unicast addresses are refused before this list is read, and an
+// IPv4-mapped address (::ffff:a.b.c.d) is read as its IPv4 address.
 var notPublic = prefixes(
 	// IPv4
 	"0.0.0.0/8",          // "this network"
@@ -26,11 +27,10 @@ var notPublic = prefixes(
 	"240.0.0.0/4",        // reserved
 	"255.255.255.255/32", // limited broadcast
 	// IPv6
-	"::/128",        // unspecified
-	"::1/128",       // loopback
-	"::/96",         // IPv4-compatible (deprecated)
-	"::ffff:0:0/96", // IPv4-mapped (unmapped before the check; kept for safety)
-	"64:ff9b::/96",  // IPv4/IPv6 translation (NAT64 reaches IPv4 behind it)
+	"::/128",       // unspecified
+	"::1/128",      // loopback
+	"::/96",        // IPv4-compatible (deprecated)
+	"64:ff9b::/96", // IPv4/IPv6 translation (NAT64 reaches IPv4 behind it)
 	"64:ff9b:1::/48",
 	"100::/64",      // discard only
 	"2001::/23",     // IETF protocol assignments (Teredo, ORCHID, benchmarking…)
