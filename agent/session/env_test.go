@@ -21,11 +21,14 @@ import (
 // waitFor bounds every wait in these tests.
 const waitFor = 10 * time.Second
 
-// step is one scripted model answer. With gate set, the step waits for the
-// gate to close (or the turn to end) before answering.
+// step is one scripted model answer: text and calls with usage, or err.
+// With gate set, the step waits for the gate to close (or the turn to end)
+// before answering.
 type step struct {
 	text  string
 	calls []loop.ToolCall
+	usage wire.Usage
+	err   error
 	gate  chan struct{}
 	taken chan struct{} // closed when a model call takes this step
 }
@@ -62,10 +65,13 @@ func (m *fakeModel) Stream(ctx context.Context, req loop.Request, onDelta func(s
 			return loop.Response{}, ctx.Err()
 		}
 	}
+	if st.err != nil {
+		return loop.Response{}, st.err
+	}
 	if st.text != "" {
 		onDelta(st.text)
 	}
-	return loop.Response{Text: st.text, ToolCalls: st.calls, Usage: wire.Usage{PromptTokens: 1, CompletionTokens: 1, TotalTokens: 2}}, nil
+	return loop.Response{Text: st.text, ToolCalls: st.calls, Usage: st.usage}, nil
 }
 
 // fakeTool runs a function.

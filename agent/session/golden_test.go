@@ -2,14 +2,12 @@ package session_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -34,49 +32,6 @@ const (
 	goldenWorkspace = "/workspace"
 	goldenOutputDir = "/tmp/boxwire/output"
 )
-
-// goldenStep is one scripted model answer. With gate set the step waits
-// for it (or the turn's end) first, after closing taken.
-type goldenStep struct {
-	text  string
-	calls []loop.ToolCall
-	usage wire.Usage
-	err   error
-	gate  chan struct{}
-	taken chan struct{}
-}
-
-// goldenModel answers from a script.
-type goldenModel struct {
-	mu    sync.Mutex
-	steps []goldenStep
-}
-
-func (m *goldenModel) Stream(ctx context.Context, _ loop.Request, onDelta func(string)) (loop.Response, error) {
-	m.mu.Lock()
-	st := goldenStep{text: "ok"}
-	if len(m.steps) > 0 {
-		st, m.steps = m.steps[0], m.steps[1:]
-	}
-	m.mu.Unlock()
-	if st.taken != nil {
-		close(st.taken)
-	}
-	if st.gate != nil {
-		select {
-		case <-st.gate:
-		case <-ctx.Done():
-			return loop.Response{}, ctx.Err()
-		}
-	}
-	if st.err != nil {
-		return loop.Response{}, st.err
-	}
-	if st.text != "" {
-		onDelta(st.text)
-	}
-	return loop.Response{Text: st.text, ToolCalls: st.calls, Usage: st.usage}, nil
-}
 
 // recorder reads a connection and keeps the first message of each golden
 // name. Seqs are renumbered as if every tool's streamed output had come in
@@ -160,7 +115,7 @@ func TestGoldenAgent(t *testing.T) {
 
 	gate, taken := make(chan struct{}), make(chan struct{})
 	errTaken := make(chan struct{})
-	model := &goldenModel{steps: []goldenStep{
+	model := &fakeModel{steps: []step{
 		// m1: a command and its streamed output.
 		{text: "Let me write it.", calls: []loop.ToolCall{execCall("call_1", `{"command":"echo hello > x && cat x"}`)},
 			usage: wire.Usage{PromptTokens: 120, CompletionTokens: 30, TotalTokens: 150}},

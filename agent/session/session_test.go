@@ -84,9 +84,10 @@ func TestAuthToken(t *testing.T) {
 }
 
 func TestFullTurn(t *testing.T) {
+	usage := wire.Usage{PromptTokens: 1, CompletionTokens: 1, TotalTokens: 2}
 	model := &fakeModel{steps: []step{
-		{text: "looking", calls: []loop.ToolCall{{ID: "c1", Name: "echo", Arguments: `{"a":1}`}}},
-		{text: "done"},
+		{text: "looking", calls: []loop.ToolCall{{ID: "c1", Name: "echo", Arguments: `{"a":1}`}}, usage: usage},
+		{text: "done", usage: usage},
 	}}
 	e := newEnv(t, session.Config{Loop: loop.Config{Model: model, Tools: []tools.Tool{echoTool()}}})
 	c := e.dial("")
