@@ -205,28 +205,17 @@ func (d *Docker) hostConfig(spec Spec) *container.HostConfig {
 			NanoCPUs:   lim.NanoCPUs,
 		},
 	}
-	if spec.SocketDir != "" {
-		hc.Mounts = append(hc.Mounts, mount.Mount{
-			Type:     mount.TypeBind,
-			Source:   spec.SocketDir,
-			Target:   SocketMount,
-			ReadOnly: true,
-		})
-	}
-	if spec.AgentBinary != "" {
-		hc.Mounts = append(hc.Mounts, mount.Mount{
-			Type:     mount.TypeBind,
-			Source:   spec.AgentBinary,
-			Target:   AgentBinaryPath,
-			ReadOnly: true,
-		})
-	}
-	if spec.AgentDir != "" {
-		hc.Mounts = append(hc.Mounts, mount.Mount{
-			Type:   mount.TypeBind,
-			Source: spec.AgentDir,
-			Target: AgentMount,
-		})
+	for _, b := range []struct {
+		source, target string
+		readOnly       bool
+	}{
+		{spec.SocketDir, SocketMount, true},
+		{spec.AgentBinary, AgentBinaryPath, true},
+		{spec.AgentDir, AgentMount, false},
+	} {
+		if b.source != "" {
+			hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: b.source, Target: b.target, ReadOnly: b.readOnly})
+		}
 	}
 	if spec.WorkspaceVolume != "" {
 		// The labels matter only if the engine creates the volume itself:

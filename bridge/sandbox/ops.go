@@ -73,9 +73,6 @@ func (d *Docker) Remove(ctx context.Context, id string) error {
 	ws := d.cappedWorkspaceOf(ctx, id)
 	err := retryRemoval(ctx, func() error {
 		_, err := d.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true})
-		if err == nil || cerrdefs.IsNotFound(err) {
-			return nil
-		}
 		return err
 	})
 	if err != nil {
@@ -100,9 +97,6 @@ func (d *Docker) RemoveVolume(ctx context.Context, name string) error {
 	// container; under load that can outlast the container's Remove.
 	err := retryRemoval(ctx, func() error {
 		_, err := d.cli.VolumeRemove(ctx, name, client.VolumeRemoveOptions{})
-		if err == nil || cerrdefs.IsNotFound(err) {
-			return nil
-		}
 		return err
 	})
 	if err != nil {
@@ -172,14 +166,14 @@ const (
 	removeRetryMax   = 2 * time.Second
 )
 
-// retryRemoval calls remove until it succeeds or ctx ends, pausing longer
-// after each failure. It returns the last failure, or ctx's error when no
-// try was made.
+// retryRemoval calls remove until it succeeds, or finds nothing to
+// remove (not found), or ctx ends, pausing longer after each failure. It
+// returns the last failure.
 func retryRemoval(ctx context.Context, remove func() error) error {
 	pause := removeRetryFirst
 	for {
 		err := remove()
-		if err == nil {
+		if err == nil || cerrdefs.IsNotFound(err) {
 			return nil
 		}
 		if client.IsErrConnectionFailed(err) {
