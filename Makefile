@@ -14,7 +14,7 @@ IMAGE_LABELS := --label org.opencontainers.image.version=$(VERSION) --label io.b
 
 export BOXWIRE_IMAGE := $(IMAGE)
 
-.PHONY: all build agent image engine test unit e2e security lint demo bench stress clean sdk-typescript sdk-python web
+.PHONY: all build agent image engine test unit e2e security lint demo bench stress clean sdk-typescript sdk-python web kube test-k8s k8s-up k8s-down
 
 all: build
 
@@ -62,6 +62,21 @@ e2e: image
 security: image
 	BOXWIRE_E2E=1 $(GO) test -race -count=1 -timeout $(E2E_TIMEOUT) -v -run '^(TestSecurity|TestThreadUnderRunsc)' ./e2e/ 2>&1 | \
 	  awk -f e2e/filter.awk ; exit $${PIPESTATUS[0]}
+
+## kube: the Kubernetes e2e tests (e2e/kube, docs/kubernetes.md) on a real
+## single-node cluster they start and stop (k8s/up.sh, k8s/down.sh; the
+## binaries are built once into /var/cache/boxwire-k8s), with $(IMAGE) in it
+kube: image
+	BOXWIRE_K8S_TESTS=1 $(GO) test -race -count=1 -timeout $(E2E_TIMEOUT) -v ./e2e/kube/ 2>&1 | \
+	  awk -f e2e/filter.awk ; exit $${PIPESTATUS[0]}
+test-k8s: kube
+
+## k8s-up, k8s-down: start that cluster with $(IMAGE) imported (prints its
+## kubeconfig; BOXWIRE_KUBECONFIG=... make kube then uses it), and stop it
+k8s-up: image
+	@K8S_IMAGES=$(IMAGE) bash k8s/up.sh
+k8s-down:
+	@bash k8s/down.sh
 
 ## stress: the unit suite RUNS times (default 10), every other run under CPU load, to find flaky tests
 stress: engine

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/boxwire/boxwire/bridge/sandbox"
@@ -27,6 +28,7 @@ type engineOptions struct {
 	namespace    string
 	storageClass string // the workspace claims' class ("": the cluster default)
 	kubeWS       string // kube.WorkspaceClaim or kube.WorkspaceEmptyDir
+	pullPolicy   string // the pods' image pull policy
 }
 
 // engineFlags adds the engine flags to fs, with defaults from getenv.
@@ -35,6 +37,7 @@ func (e *engineOptions) engineFlags(fs *flag.FlagSet, getenv func(string) string
 	fs.StringVar(&e.kubeconfig, "kubeconfig", getenv("BOXWIRE_KUBECONFIG"), "kubeconfig file for --engine kubernetes (default: in-cluster config, else $KUBECONFIG or ~/.kube/config)")
 	fs.StringVar(&e.namespace, "namespace", envOr(getenv, "BOXWIRE_NAMESPACE", kube.DefaultNamespace), "namespace of the sandbox pods and their workspace claims (--engine kubernetes)")
 	fs.StringVar(&e.storageClass, "storage-class", getenv("BOXWIRE_STORAGE_CLASS"), "StorageClass of the workspace claims (--engine kubernetes; default: the cluster's default class)")
+	fs.StringVar(&e.pullPolicy, "image-pull-policy", envOr(getenv, "BOXWIRE_IMAGE_PULL_POLICY", string(corev1.PullIfNotPresent)), "the pods' image pull policy: IfNotPresent, Always or Never (--engine kubernetes)")
 	fs.StringVar(&e.kubeWS, "kube-workspace", envOr(getenv, "BOXWIRE_KUBE_WORKSPACE", kube.WorkspaceClaim), "workspace of a pod: claim (a PersistentVolumeClaim that outlives the pod) or emptydir (ends with it)")
 }
 
@@ -44,6 +47,11 @@ func (e engineOptions) checkEngine() error {
 	case engineDocker, engineKubernetes:
 	default:
 		return fmt.Errorf("--engine %q: want %s or %s", e.engine, engineDocker, engineKubernetes)
+	}
+	switch corev1.PullPolicy(e.pullPolicy) {
+	case corev1.PullIfNotPresent, corev1.PullAlways, corev1.PullNever:
+	default:
+		return fmt.Errorf("--image-pull-policy %q: want IfNotPresent, Always or Never", e.pullPolicy)
 	}
 	if e.kubeWS != kube.WorkspaceClaim && e.kubeWS != kube.WorkspaceEmptyDir {
 		return fmt.Errorf("--kube-workspace %q: want %s or %s", e.kubeWS, kube.WorkspaceClaim, kube.WorkspaceEmptyDir)
@@ -59,6 +67,7 @@ func (o options) kubeConfig(log *slog.Logger) (kube.Config, error) {
 	cfg := kube.Config{
 		Kubeconfig: o.kubeconfig, Namespace: o.namespace, Logger: log.With("component", "sandbox"),
 		Defaults: o.limits, RuntimeClass: o.runtime, Workspace: o.kubeWS, StorageClass: o.storageClass,
+		PullPolicy: corev1.PullPolicy(o.pullPolicy),
 	}
 	if o.workspaceSize > 0 {
 		cfg.WorkspaceSize = fmt.Sprint(o.workspaceSize)

@@ -37,6 +37,9 @@ func TestEngineOptions(t *testing.T) {
 			check: func(c kube.Config) bool {
 				return c.RuntimeClass == "gvisor" && c.SeccompProfile == "boxwire.json" && c.WorkspaceSize == "1073741824"
 			}},
+		{args: []string{"--engine", "kubernetes", "--image-pull-policy", "Never"},
+			check: func(c kube.Config) bool { return c.PullPolicy == "Never" }},
+		{args: []string{"--engine", "kubernetes", "--image-pull-policy", "sometimes"}, wantErr: `--image-pull-policy "sometimes"`},
 		{args: []string{"--engine", "podman"}, wantErr: `--engine "podman": want docker or kubernetes`},
 		{args: []string{"--engine", "kubernetes", "--kube-workspace", "hostpath"}, wantErr: `--kube-workspace "hostpath"`},
 		{args: []string{"--engine", "kubernetes", "--seccomp", "/etc/profile.json"}, wantErr: `--seccomp "/etc/profile.json" on kubernetes`},

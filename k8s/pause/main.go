@@ -1,0 +1,15 @@
+// Command pause is the test cluster's pod sandbox image (k8s/up.sh): it
+// holds the pod's namespaces and waits for SIGTERM or SIGINT.
+package main
+
+import (
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT)
+	<-ch
+}
