@@ -218,9 +218,9 @@ func New(cfg Config) (*Fleet, error) {
 	f.greeter = greet.New(greet.Config{Software: cfg.Software, Engine: cfg.Manager, Posture: cfg.Posture,
 		Token: f.px.SandboxToken, Logger: log})
 	f.roll, f.allowed = pace.New(cfg.Rollout), slices.Clone(cfg.Images)
+	f.pool.startPool(f) // pool.go; before the reaper, which reads the pool
 	f.bg.Add(1)
 	go f.reaper.reap()
-	f.pool.startPool(f) // pool.go
 	return f, nil
 }
 
