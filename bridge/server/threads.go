@@ -11,29 +11,12 @@ import (
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
-// lifecycleDefaults fills the lifecycle fields of cfg.
+// lifecycleDefaults fills the one lifecycle field the server reads
+// itself (ThreadTTL, for a suspended thread's expiry); the fleet fills the
+// rest of them (fleet.Config).
 func lifecycleDefaults(cfg Config) Config {
-	if cfg.IdleTTL <= 0 {
-		cfg.IdleTTL = DefaultIdleTTL
-	}
-	if cfg.MaxLifetime <= 0 {
-		cfg.MaxLifetime = DefaultMaxLifetime
-	}
-	if cfg.ReapInterval <= 0 {
-		cfg.ReapInterval = min(30*time.Second, cfg.IdleTTL/4)
-	}
-	cfg.ReapInterval = max(cfg.ReapInterval, 50*time.Millisecond)
 	if cfg.ThreadTTL <= 0 {
 		cfg.ThreadTTL = DefaultThreadTTL
-	}
-	if cfg.RecycleGrace <= 0 {
-		cfg.RecycleGrace = DefaultRecycleGrace
-	}
-	if cfg.PoolIdle <= 0 {
-		cfg.PoolIdle = DefaultPoolIdle
-	}
-	if cfg.Store == nil {
-		cfg.Store = NewMemStore()
 	}
 	return cfg
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/boxwire/boxwire/bridge/boxdir"
+	"github.com/boxwire/boxwire/bridge/internal/peerhello"
 	"github.com/boxwire/boxwire/bridge/sandbox"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
@@ -155,13 +156,12 @@ func (g *Greeter) Dial(ctx context.Context, t Target, id string, claim bool) (*w
 	}
 	hello := wire.MustNew(wire.TypeHello, id, "", wire.Hello{
 		Version: wire.Version, Role: wire.RoleBridge, Software: g.cfg.Software, Thread: id,
-		HostTools: true, // it answers host_tools_list (bridge/server/hosttools.go)
 	})
 	if err := writeEnvelope(conn, hello); err != nil {
 		conn.Close()
 		return nil, AgentBuild{}, fmt.Errorf("send hello to agent: %w", err)
 	}
-	answer, err := readAgentHello(conn)
+	answer, _, err := peerhello.Read(conn, HelloTimeout)
 	if err != nil {
 		conn.Close()
 		var werr wire.Error
@@ -214,44 +214,6 @@ func (g *Greeter) claim(conn *websocket.Conn, boxID, threadID string) error {
 		}
 		// an event of the agent's own (none is expected before the claim)
 	}
-}
-
-// readAgentHello reads the agent's answer to the bridge's hello within
-// HelloTimeout: a wire.Error when the agent broke the protocol or answered
-// with an error, another error when reading failed.
-func readAgentHello(conn *websocket.Conn) (wire.Hello, error) {
-	var hello wire.Hello
-	if err := conn.SetReadDeadline(time.Now().Add(HelloTimeout)); err != nil {
-		return hello, err
-	}
-	defer conn.SetReadDeadline(time.Time{})
-	_, r, err := conn.NextReader()
-	if err != nil {
-		return hello, fmt.Errorf("read hello: %w", err)
-	}
-	env, err := wire.ReadMessage(r, wire.MaxMessageBytes)
-	switch {
-	case errors.Is(err, wire.ErrTooLarge):
-		return hello, wire.Error{Code: wire.CodeTooLarge, Message: "hello over the size limit"}
-	case err != nil:
-		return hello, err
-	case env.Type == wire.TypeError:
-		var werr wire.Error
-		if err := env.Decode(&werr); err != nil {
-			return hello, wire.Error{Code: wire.CodeBadMessage, Message: err.Error()}
-		}
-		return hello, werr
-	case env.Type != wire.TypeHello:
-		return hello, wire.Error{Code: wire.CodeBadMessage, Message: fmt.Sprintf("first message must be hello, not %q", env.Type)}
-	}
-	if err := env.Decode(&hello); err != nil {
-		return hello, wire.Error{Code: wire.CodeBadMessage, Message: err.Error()}
-	}
-	if hello.Version != wire.Version {
-		return hello, wire.Error{Code: wire.CodeVersionMismatch,
-			Message: fmt.Sprintf("this side speaks protocol version %d, not %d", wire.Version, hello.Version)}
-	}
-	return hello, nil
 }
 
 // writeEnvelope writes one frame with the write deadline.

@@ -1,7 +1,7 @@
 // Package peerhello reads the first message of a WebSocket peer of the wire
 // protocol, which must be its hello (docs/protocol.md): the bridge reads a
 // client's this way (bridge/server ws.go), and an agent's answer has the
-// same shape (bridge/fleet/greet reads it with a copy of its own so far).
+// same shape (bridge/fleet/greet reads it).
 package peerhello
 
 import (
