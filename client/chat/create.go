@@ -1,13 +1,13 @@
 package chat
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 
 	"github.com/boxwire/boxwire/bridge/wire"
 )
@@ -93,38 +93,16 @@ func SetImage(ctx context.Context, cfg Config, id, image string) (wire.ThreadInf
 // as JSON (none when nil) and decodes the answer's ThreadInfo.
 func threadCall(ctx context.Context, cfg Config, method, id string, body any) (wire.ThreadInfo, error) {
 	var info wire.ThreadInfo
-	ep, err := resolve(cfg)
-	if err != nil {
-		return info, err
-	}
-	var rd io.Reader
-	if body != nil {
-		data, err := json.Marshal(body)
-		if err != nil {
-			return info, err
+	resp, err := call(ctx, cfg, method, func(u *url.URL) {
+		u.Path = "/v1/threads"
+		if id != "" {
+			threadPath(u, id, "") // http.go
 		}
-		rd = bytes.NewReader(data)
-	}
-	u := ep.httpBase()
-	u.Path = "/v1/threads"
-	if id != "" {
-		threadPath(u, id, "") // http.go
-	}
-	hreq, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
-	if err != nil {
-		return info, err
-	}
-	if body != nil {
-		hreq.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := ep.do(hreq, cfg.Token)
+	}, body)
 	if err != nil {
 		return info, err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		return info, newHTTPError(resp)
-	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxInfoBody)).Decode(&info); err != nil {
 		return info, fmt.Errorf("read the answer: %w", err)
 	}

@@ -15,25 +15,14 @@ import (
 // ends. A bridge without the endpoint, or a thread it does not know,
 // answers with an *HTTPError (404).
 func ExportEvents(ctx context.Context, cfg Config, id string, after uint64, w io.Writer) (int64, error) {
-	ep, err := resolve(cfg)
-	if err != nil {
-		return 0, fmt.Errorf("export %s: %w", id, err)
-	}
-	u := ep.httpBase()
-	threadPath(u, id, "/events") // http.go
-	u.RawQuery = url.Values{"after": {strconv.FormatUint(after, 10)}}.Encode()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		return 0, fmt.Errorf("export %s: %w", id, err)
-	}
-	resp, err := ep.do(req, cfg.Token)
+	resp, err := call(ctx, cfg, http.MethodGet, func(u *url.URL) {
+		threadPath(u, id, "/events") // http.go
+		u.RawQuery = url.Values{"after": {strconv.FormatUint(after, 10)}}.Encode()
+	}, nil)
 	if err != nil {
 		return 0, fmt.Errorf("export %s: %w", id, err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		return 0, fmt.Errorf("export %s: %w", id, newHTTPError(resp))
-	}
 	n, err := io.Copy(w, resp.Body)
 	if err != nil {
 		return n, fmt.Errorf("export %s: %w", id, err)

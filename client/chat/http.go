@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -96,55 +97,66 @@ func DeleteThread(ctx context.Context, cfg Config, id string) error {
 	if id == "" {
 		return errors.New("delete thread: empty id")
 	}
-	ep, err := resolve(cfg)
-	if err != nil {
-		return fmt.Errorf("delete thread %s: %w", id, err)
-	}
-	u := ep.httpBase()
-	threadPath(u, id, "")
-	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, u.String(), nil)
-	if err != nil {
-		return fmt.Errorf("delete thread %s: %w", id, err)
-	}
-	resp, err := ep.do(req, cfg.Token)
+	resp, err := call(ctx, cfg, http.MethodDelete, func(u *url.URL) { threadPath(u, id, "") }, nil)
 	if err != nil {
 		return fmt.Errorf("delete thread %s: %w", id, err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode/100 == 2 {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
-		return nil
-	}
-	return fmt.Errorf("delete thread %s: %w", id, newHTTPError(resp))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
+	return nil
 }
 
 // ListThreads returns the body of the bridge's GET /v1/threads (a JSON
 // document describing its threads). It blocks until the bridge answers or
 // ctx ends.
 func ListThreads(ctx context.Context, cfg Config) ([]byte, error) {
-	ep, err := resolve(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("list threads: %w", err)
-	}
-	u := ep.httpBase()
-	u.Path = "/v1/threads"
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		return nil, fmt.Errorf("list threads: %w", err)
-	}
-	resp, err := ep.do(req, cfg.Token)
+	resp, err := call(ctx, cfg, http.MethodGet, func(u *url.URL) { u.Path = "/v1/threads" }, nil)
 	if err != nil {
 		return nil, fmt.Errorf("list threads: %w", err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		return nil, fmt.Errorf("list threads: %w", newHTTPError(resp))
-	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
 		return nil, fmt.Errorf("list threads: %w", err)
 	}
 	return body, nil
+}
+
+// call sends method to the bridge's HTTP API, at the path (and query) at
+// sets on the bridge's base URL, with body as JSON (none when nil) and
+// cfg's token, over cfg's dialer. A 2xx answer is returned for the caller
+// to read and close; any other is an *HTTPError.
+func call(ctx context.Context, cfg Config, method string, at func(u *url.URL), body any) (*http.Response, error) {
+	ep, err := resolve(cfg)
+	if err != nil {
+		return nil, err
+	}
+	var rd io.Reader
+	if body != nil {
+		data, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		rd = bytes.NewReader(data)
+	}
+	u := ep.httpBase()
+	at(u)
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := ep.do(req, cfg.Token)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode/100 != 2 {
+		defer resp.Body.Close()
+		return nil, newHTTPError(resp)
+	}
+	return resp, nil
 }
 
 // do sends req with the bearer token, over the endpoint's own dialer when

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 )
 
 // Identity is who the bridge says the client's credentials are
@@ -28,24 +29,11 @@ type Identity struct {
 // answers or ctx ends.
 func WhoAmI(ctx context.Context, cfg Config) (Identity, error) {
 	var id Identity
-	ep, err := resolve(cfg)
-	if err != nil {
-		return id, fmt.Errorf("whoami: %w", err)
-	}
-	u := ep.httpBase()
-	u.Path = "/v1/users/me"
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		return id, fmt.Errorf("whoami: %w", err)
-	}
-	resp, err := ep.do(req, cfg.Token)
+	resp, err := call(ctx, cfg, http.MethodGet, func(u *url.URL) { u.Path = "/v1/users/me" }, nil)
 	if err != nil {
 		return id, fmt.Errorf("whoami: %w", err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		return id, fmt.Errorf("whoami: %w", newHTTPError(resp))
-	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&id); err != nil {
 		return id, fmt.Errorf("whoami: %w", err)
 	}
