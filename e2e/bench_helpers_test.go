@@ -23,8 +23,9 @@ type figure struct {
 	target string  // what the issue asks for, in words
 	met    *bool   // whether the target was reached; nil: no target
 	note   string  // what was compared, both sides
-	// extra goes into the machine-readable line after the unit (e.g.
-	// "ref=50.000 MiB/s"), after the ratio.
+	// extra and after go into the machine-readable line: extra after the
+	// unit (e.g. "ref=50.000 MiB/s"), after after the ratio (e.g.
+	// "worst_round=0.800").
 	extra, after string
 }
 

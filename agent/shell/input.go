@@ -57,7 +57,7 @@ func (p *Process) AwaitingInput() bool {
 
 // outputPending reports whether the terminal holds output not yet read
 // from the master. When it cannot tell (a kernel without TIOCINQ on the
-// master) it reports false, as before the check existed.
+// master) it reports false: the terminal counts as read.
 func (p *Process) outputPending() bool {
 	rc, err := p.master.SyscallConn()
 	if err != nil {

@@ -30,8 +30,8 @@ func taskWaitingOnTTY(pid int, tid, tty string) bool {
 		wchan, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/wchan", pid, tid))
 		return err == nil && strings.TrimSpace(string(wchan)) == "wait_woken"
 	}
-	// "nr arg0 arg1 ... sp pc", numbers but nr in hex; "running" or "-1 ..."
-	// when not in a system call.
+	// "nr arg0 arg1 ... sp pc": nr in decimal, the rest in hex; "running"
+	// or "-1 sp pc" when not in a system call.
 	f := strings.Fields(string(sc))
 	if len(f) < 4 {
 		return false

@@ -119,7 +119,7 @@ type Authenticator struct {
 	fail *failureLimiter
 
 	mu       sync.Mutex
-	watchers map[string]map[*watch]struct{} // by key id, and "user:<name>"
+	watchers map[string]map[*watch]struct{} // by "key:<id>" and "user:<name>"
 }
 
 // New returns an Authenticator for cfg.

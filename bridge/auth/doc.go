@@ -12,5 +12,6 @@
 // hashing is needed). The bwk_ prefix lets secret scanners find leaked keys.
 //
 // Storage is an interface ([Store]); bridge/store implements it in the
-// bridge's bbolt file. An [Authenticator] is safe for concurrent use.
+// bridge's bbolt file, bridge/store/pgstore in PostgreSQL. An
+// [Authenticator] is safe for concurrent use.
 package auth

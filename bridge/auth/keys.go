@@ -137,7 +137,7 @@ func (a *Authenticator) DeleteUser(ctx context.Context, name string) error {
 	return nil
 }
 
-// Users lists the users, and Keys the keys of user ("" for all).
+// Users lists the users.
 func (a *Authenticator) Users(ctx context.Context) ([]User, error) {
 	if a.cfg.Store == nil {
 		return nil, nil

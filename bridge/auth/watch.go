@@ -3,16 +3,32 @@ package auth
 // watch is one live connection's interest in its credentials.
 type watch struct {
 	ch   chan struct{}
+	fn   func() // WatchFunc's; nil for Watch
 	keys []string
 }
 
 // Watch returns a channel closed when p's key is revoked or p's user is
 // deleted, so a long-lived connection can end at once; stop forgets the
 // watch (call it when the connection ends). The admin token is never
-// revoked: its channel is closed only by… nothing, and stop is still
-// needed.
+// revoked, so its channel never closes; stop is still needed.
 func (a *Authenticator) Watch(p Principal) (<-chan struct{}, func()) {
-	w := &watch{ch: make(chan struct{}), keys: []string{"user:" + p.User}}
+	w := a.watch(p, nil)
+	return w.ch, func() { a.unwatch(w) }
+}
+
+// WatchFunc is Watch with a callback instead of a channel, for the many
+// idle connections that would each need a goroutine to wait on one: end
+// is called once, on the goroutine that revoked the credentials, so it
+// must not block. stop forgets the watch; end may still be running (or
+// start) while stop is called.
+func (a *Authenticator) WatchFunc(p Principal, end func()) (stop func()) {
+	w := a.watch(p, end)
+	return func() { a.unwatch(w) }
+}
+
+// watch registers a watch of p's user and key.
+func (a *Authenticator) watch(p Principal, fn func()) *watch {
+	w := &watch{ch: make(chan struct{}), fn: fn, keys: []string{"user:" + p.User}}
 	if p.KeyID != "" {
 		w.keys = append(w.keys, "key:"+p.KeyID)
 	}
@@ -24,7 +40,7 @@ func (a *Authenticator) Watch(p Principal) (<-chan struct{}, func()) {
 		a.watchers[k][w] = struct{}{}
 	}
 	a.mu.Unlock()
-	return w.ch, func() { a.unwatch(w) }
+	return w
 }
 
 func (a *Authenticator) unwatch(w *watch) {
@@ -53,5 +69,8 @@ func (a *Authenticator) notify(key string) {
 	a.mu.Unlock()
 	for w := range ws {
 		close(w.ch)
+		if w.fn != nil {
+			w.fn()
+		}
 	}
 }
