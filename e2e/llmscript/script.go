@@ -110,10 +110,10 @@ func Parse(data []byte) (Script, error) {
 	return s, nil
 }
 
-// Validate reports the first problem in s: no turns, a step with not
-// neither content nor tool_calls nor error (or error with another), a tool call without a name or
-// with invalid JSON arguments, an error status outside 400–599, or a
-// negative delay.
+// Validate reports the first problem in s: no turns, a step with neither
+// content nor tool_calls nor error (or error with another), a tool call
+// without a name or with invalid JSON arguments, an error status outside
+// 400–599, or a negative delay or cut_after_chunks.
 func (s Script) Validate() error {
 	if len(s.Turns) == 0 {
 		return errors.New("invalid script: no turns")
@@ -136,8 +136,11 @@ func (st Step) validate() error {
 	case st.Error == nil && !answers:
 		return errors.New("has no content, tool_calls or error")
 	}
-	if st.DelayMS < 0 || st.ChunkDelayMS < 0 || st.CutAfterChunks < 0 {
+	if st.DelayMS < 0 || st.ChunkDelayMS < 0 {
 		return errors.New("negative delay")
+	}
+	if st.CutAfterChunks < 0 {
+		return errors.New("negative cut_after_chunks")
 	}
 	for i, c := range st.ToolCalls {
 		if strings.TrimSpace(c.Name) == "" {

@@ -24,6 +24,7 @@ func TestParseRejects(t *testing.T) {
 		{"bad status", `{"turns":[{"steps":[{"error":{"status":200,"message":"m"}}]}]}`, "outside 400-599"},
 		{"error without message", `{"turns":[{"steps":[{"error":{"status":500}}]}]}`, "without a message"},
 		{"negative delay", `{"turns":[{"steps":[{"content":"x","delay_ms":-1}]}]}`, "negative delay"},
+		{"negative cut", `{"turns":[{"steps":[{"content":"x","cut_after_chunks":-1}]}]}`, "negative cut_after_chunks"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
