@@ -45,6 +45,7 @@ type env struct {
 	bridge string // http://127.0.0.1:PORT
 
 	cleanupSet bool
+	env        []string // more of the bridge's environment
 }
 
 func newEnv(t *testing.T, script string) *env {
@@ -76,6 +77,7 @@ func (e *env) startBridge(args ...string) {
 	cmd.Env = append(os.Environ(),
 		"BOXWIRE_TOKEN="+e.token, "BOXWIRE_IMAGE="+image, "BOXWIRE_DATA_DIR="+e.dataDir,
 		"BOXWIRE_BRIDGE_ID="+e.id, "BOXWIRE_MODEL=scripted", "OPENAI_BASE_URL="+e.llmURL, "OPENAI_API_KEY="+e.apiKey)
+	cmd.Env = append(cmd.Env, e.env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		e.t.Fatal(err)

@@ -76,9 +76,11 @@ func (k *Kube) createDetached(ctx context.Context, spec sandbox.Spec, name strin
 		return committed
 	}
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), k.cfg.StartTimeout+cleanupTimeout)
+	stop := context.AfterFunc(k.closing, cancel)
 	go func() {
 		defer k.wg.Done()
 		defer cancel()
+		defer stop()
 		sb, err := k.create(ectx, spec, name, commit)
 		done <- result{sb, err}
 	}()

@@ -109,7 +109,11 @@ type Kube struct {
 	tunnels   map[string]*tunnel // by pod name
 	closed    bool
 	closeOnce sync.Once
-	wg        sync.WaitGroup // the tunnels' goroutines
+	// closing ends when Close is called; wg counts the creates that go on
+	// after their caller left (create.go), which Close ends and waits for.
+	closing context.Context
+	stopAll context.CancelFunc
+	wg      sync.WaitGroup
 }
 
 var _ sandbox.Manager = (*Kube)(nil)
@@ -150,6 +154,7 @@ func New(cfg Config) (*Kube, error) {
 		cfg.PullPolicy = corev1.PullIfNotPresent
 	}
 	k := &Kube{cfg: cfg, rest: rc, cs: cs, ns: cfg.Namespace, host: rc.Host, tunnels: map[string]*tunnel{}}
+	k.closing, k.stopAll = context.WithCancel(context.Background())
 	for _, q := range []struct {
 		dst      *resource.Quantity
 		val, def string
@@ -225,10 +230,13 @@ func (k *Kube) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Close ends every tunnel and waits for them. It leaves the pods running
-// (a restarted bridge adopts them). It is idempotent.
+// Close ends every tunnel and the creates still running after their
+// callers left (they remove what they made), and waits for them. It
+// leaves the pods running (a restarted bridge adopts them). It is
+// idempotent.
 func (k *Kube) Close() error {
 	k.closeOnce.Do(func() {
+		k.stopAll()
 		k.mu.Lock()
 		k.closed = true
 		ts := make([]*tunnel, 0, len(k.tunnels))
