@@ -13,6 +13,7 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
+	"github.com/boxwire/boxwire/bridge/testutil"
 	"github.com/boxwire/boxwire/e2e/llmscript"
 )
 
@@ -57,6 +58,16 @@ func unixClient(path string) *http.Client {
 	}}
 }
 
+// clientOf is a model client of the server Serve runs on ln, over hc,
+// whose idle connections the test's end closes.
+func clientOf(t *testing.T, ln net.Listener, hc *http.Client) *openai.Client {
+	t.Cleanup(hc.CloseIdleConnections)
+	cfg := openai.DefaultConfig("k")
+	cfg.BaseURL = llmscript.BaseURL(ln)
+	cfg.HTTPClient = hc
+	return openai.NewClientWithConfig(cfg)
+}
+
 func TestServeUnixSocket(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "llm.sock")
 	// Leave a stale socket file behind, as a crashed server would.
@@ -81,13 +92,7 @@ func TestServeUnixSocket(t *testing.T) {
 	s := startServe(t, ln, llmscript.New(script, llmscript.Options{}))
 
 	hc := unixClient(path)
-	defer hc.CloseIdleConnections()
-	cfg := openai.DefaultConfig("k")
-	cfg.BaseURL = llmscript.BaseURL(ln)
-	cfg.HTTPClient = hc
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	resp, err := openai.NewClientWithConfig(cfg).CreateChatCompletion(ctx, request(false, user("hi")))
+	resp, err := clientOf(t, ln, hc).CreateChatCompletion(testutil.Context(t, testTimeout), request(false, user("hi")))
 	if err != nil {
 		t.Fatalf("create over unix socket: %v", err)
 	}
@@ -131,16 +136,10 @@ func TestServeShutdownEndsDelayedRequest(t *testing.T) {
 	srv := llmscript.New(script, llmscript.Options{})
 	s := startServe(t, ln, srv)
 
-	hc := &http.Client{Transport: &http.Transport{}}
-	defer hc.CloseIdleConnections()
-	cfg := openai.DefaultConfig("k")
-	cfg.BaseURL = base
-	cfg.HTTPClient = hc
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
+	c, ctx := clientOf(t, ln, &http.Client{Transport: &http.Transport{}}), testutil.Context(t, testTimeout)
 	errc := make(chan error, 1)
 	go func() {
-		_, err := openai.NewClientWithConfig(cfg).CreateChatCompletion(ctx, request(false, user("hi")))
+		_, err := c.CreateChatCompletion(ctx, request(false, user("hi")))
 		errc <- err
 	}()
 	// Wait until the request is in the handler, then shut down.
@@ -178,14 +177,7 @@ func TestServeShutdownCutsStreamWithError(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := startServe(t, ln, llmscript.New(script, llmscript.Options{}))
-	hc := &http.Client{Transport: &http.Transport{}}
-	defer hc.CloseIdleConnections()
-	cfg := openai.DefaultConfig("k")
-	cfg.BaseURL = llmscript.BaseURL(ln)
-	cfg.HTTPClient = hc
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	st, err := openai.NewClientWithConfig(cfg).CreateChatCompletionStream(ctx, request(true, user("hi")))
+	st, err := clientOf(t, ln, &http.Client{Transport: &http.Transport{}}).CreateChatCompletionStream(testutil.Context(t, testTimeout), request(true, user("hi")))
 	if err != nil {
 		t.Fatalf("stream: %v", err)
 	}
