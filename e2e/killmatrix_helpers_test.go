@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/boxwire/boxwire/bridge/testutil"
 	"github.com/boxwire/boxwire/bridge/wire"
 	"github.com/gorilla/websocket"
 )
@@ -49,16 +50,26 @@ func (w *watcher) say(t *testing.T, text string) string {
 	return id
 }
 
-// turnDones returns the turn_done events of turn id in the book (each seq
-// once).
-func turnDones(b *seqBook, id string) []wire.TurnDone {
-	var out []wire.TurnDone
+// turnEvents returns the events of turn id in the book, each seq once.
+func turnEvents(b *seqBook, id string) []wire.Envelope {
+	var out []wire.Envelope
 	seen := map[uint64]bool{}
 	for _, ev := range b.events() {
-		if ev.Type != wire.TypeTurnDone || ev.ID != id || seen[ev.Seq] {
+		if ev.ID == id && !seen[ev.Seq] {
+			seen[ev.Seq] = true
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// turnDones returns the turn_done events of turn id in the book.
+func turnDones(b *seqBook, id string) []wire.TurnDone {
+	var out []wire.TurnDone
+	for _, ev := range turnEvents(b, id) {
+		if ev.Type != wire.TypeTurnDone {
 			continue
 		}
-		seen[ev.Seq] = true
 		var d wire.TurnDone
 		_ = ev.Decode(&d)
 		out = append(out, d)
@@ -71,32 +82,26 @@ func turnDones(b *seqBook, id string) []wire.TurnDone {
 // got exactly one tool_result. It returns the turn's end.
 func awaitTurnEnd(t *testing.T, b *seqBook, id string) (wire.TurnDone, []wire.ToolResult) {
 	t.Helper()
-	deadline := time.Now().Add(turnTimeout)
-	for len(turnDones(b, id)) == 0 {
-		if time.Now().After(deadline) {
-			var got []string
-			for _, ev := range b.events() {
-				got = append(got, fmt.Sprintf("%d:%s:%s", ev.Seq, ev.Type, ev.ID))
-			}
-			t.Fatalf("no turn_done of %s within %v; got %s", id, turnTimeout, strings.Join(got, " "))
+	testutil.Until(t, "turn_done of "+id, turnTimeout, func() error {
+		if len(turnDones(b, id)) > 0 {
+			return nil
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		var got []string
+		for _, ev := range b.events() {
+			got = append(got, fmt.Sprintf("%d:%s:%s", ev.Seq, ev.Type, ev.ID))
+		}
+		return fmt.Errorf("got %s", strings.Join(got, " "))
+	})
 	var calls []string
 	results := map[string][]wire.ToolResult{}
-	seen := map[uint64]bool{}
-	for _, ev := range b.events() {
-		if ev.ID != id || seen[ev.Seq] {
-			continue
-		}
-		seen[ev.Seq] = true
-		var r wire.ToolResult
+	for _, ev := range turnEvents(b, id) {
 		switch ev.Type {
 		case wire.TypeToolCall:
 			var c wire.ToolCall
 			_ = ev.Decode(&c)
 			calls = append(calls, c.CallID)
 		case wire.TypeToolResult:
+			var r wire.ToolResult
 			_ = ev.Decode(&r)
 			results[r.CallID] = append(results[r.CallID], r)
 		}
@@ -160,11 +165,9 @@ func (e *env) deleteAndCheck(thread string) {
 // streamedText is the assistant_delta text of turn id so far.
 func streamedText(b *seqBook, id string) string {
 	var sb strings.Builder
-	seen := map[uint64]bool{}
-	for _, ev := range b.events() {
+	for _, ev := range turnEvents(b, id) {
 		var tx wire.Text
-		if ev.Type == wire.TypeAssistantDelta && ev.ID == id && !seen[ev.Seq] && ev.Decode(&tx) == nil {
-			seen[ev.Seq] = true
+		if ev.Type == wire.TypeAssistantDelta && ev.Decode(&tx) == nil {
 			sb.WriteString(tx.Text)
 		}
 	}
