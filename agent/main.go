@@ -111,10 +111,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	toolCfg.Workspace, toolCfg.Logger, toolCfg.Env = o.workspace, log, egressEnv
 	toolSet := tools.New(toolCfg)
 	defer toolSet.Close() // kills background jobs after the server stopped
+	mcpServers := imageMCP(getenv, o.workspace, egressEnv, o.tools.OutputLimit, log)
+	defer mcpServers.Close()
 	srv := session.New(session.Config{
 		Loop: loop.Config{
 			Model: loop.NewOpenAI(llm), Tools: toolSet.All(), Workspace: o.workspace,
 			MaxSteps: o.loop.MaxSteps, Budget: o.loop.Budget,
+			TurnTools: mcpServers.Tools, // the image's MCP servers (imagemcp.go); the session adds the bridge's host tools
 		},
 		Token:     o.token,
 		Software:  software,
