@@ -46,6 +46,7 @@ type env struct {
 
 	cleanupSet bool
 	env        []string // more of the bridge's environment
+	kubeconfig string   // the bridge's, when not the suite's admin one
 }
 
 func newEnv(t *testing.T, script string) *env {
@@ -72,8 +73,12 @@ var listenRE = regexp.MustCompile(`listening on (http://[0-9.:]+)`)
 // listens; the test's end stops it and runs bridge gc for its id.
 func (e *env) startBridge(args ...string) {
 	e.t.Helper()
+	kc := kubecfg
+	if e.kubeconfig != "" {
+		kc = e.kubeconfig
+	}
 	cmd := exec.Command(bridgeBin, append([]string{"--listen", "127.0.0.1:0", "--engine", "kubernetes",
-		"--kubeconfig", kubecfg, "--namespace", namespace, "--image-pull-policy", "Never"}, args...)...)
+		"--kubeconfig", kc, "--namespace", namespace, "--image-pull-policy", "Never"}, args...)...)
 	cmd.Env = append(os.Environ(),
 		"BOXWIRE_TOKEN="+e.token, "BOXWIRE_IMAGE="+image, "BOXWIRE_DATA_DIR="+e.dataDir,
 		"BOXWIRE_BRIDGE_ID="+e.id, "BOXWIRE_MODEL=scripted", "OPENAI_BASE_URL="+e.llmURL, "OPENAI_API_KEY="+e.apiKey)

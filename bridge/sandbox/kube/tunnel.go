@@ -184,7 +184,7 @@ func (t *tunnel) keep() {
 	pause := retryMin
 	for {
 		began := time.Now()
-		err := t.run()
+		up, err := t.run()
 		if t.ctx.Err() != nil {
 			return
 		}
@@ -196,7 +196,11 @@ func (t *tunnel) keep() {
 		if time.Since(began) > stableAfter {
 			pause = retryMin
 		}
-		t.log.Debug("tunnel: relay session ended; starting it again", "err", err, "in", pause)
+		if up {
+			t.log.Debug("tunnel: relay session ended; starting it again", "err", err, "in", pause)
+		} else { // an exec the API server refuses (RBAC), a relay that cannot start
+			t.log.Warn("tunnel: could not start the relay in the pod; trying again", "err", err, "in", pause)
+		}
 		select {
 		case <-t.ctx.Done():
 			return
@@ -218,15 +222,15 @@ func (t *tunnel) relayCommand() []string {
 
 // run runs one relay session: it starts the relay over an exec stream,
 // waits for its first answer, then serves the streams it opens until the
-// exec stream or the session ends.
-func (t *tunnel) run() error {
+// exec stream or the session ends. up says the relay answered.
+func (t *tunnel) run() (up bool, err error) {
 	u := t.k.cs.CoreV1().RESTClient().Post().Namespace(t.k.ns).Resource("pods").Name(t.pod).SubResource("exec").
 		VersionedParams(&corev1.PodExecOptions{
 			Container: agentContainer, Command: t.relayCommand(), Stdin: true, Stdout: true, Stderr: true,
 		}, scheme.ParameterCodec).URL()
 	ex, err := newExecutor(t.k.rest, u)
 	if err != nil {
-		return err
+		return false, err
 	}
 	ctx, cancel := context.WithCancel(t.ctx)
 	defer cancel()
@@ -241,23 +245,28 @@ func (t *tunnel) run() error {
 		logw.Close()
 		streamed <- err
 	}()
-	defer func() { cancel(); <-streamed }()
+	defer func() {
+		cancel()
+		if serr := <-streamed; !up && serr != nil {
+			err = fmt.Errorf("exec the relay: %w", serr)
+		}
+	}()
 	ycfg := yamux.DefaultConfig()
 	ycfg.LogOutput = io.Discard
 	sess, err := yamux.Client(pipeConn{outR, inW}, ycfg)
 	if err != nil {
-		return fmt.Errorf("relay session: %w", err)
+		return false, fmt.Errorf("relay session: %w", err)
 	}
 	defer sess.Close()
 	if _, err := sess.Ping(); err != nil {
-		return fmt.Errorf("relay did not answer: %w", err)
+		return false, fmt.Errorf("relay did not answer: %w", err)
 	}
 	t.setSession(sess)
 	defer t.setSession(nil)
 	t.wg.Add(1)
 	go t.serveRelay(sess)
 	<-sess.CloseChan()
-	return errors.New("relay session closed")
+	return true, errors.New("relay session closed")
 }
 
 // serveRelay connects each stream the relay opens to the bridge's socket
