@@ -26,7 +26,7 @@ func TestBenchmarks(t *testing.T) {
 	}
 	var r report
 	e := newEnv(t, helloScript)
-	e.startBridge("BOXWIRE_MAX_SANDBOXES=0") // the figures open 150 sandboxes
+	e.startBridge(append([]string{"BOXWIRE_MAX_SANDBOXES=0"}, profileEnv(e)...)...) // the figures open 150 sandboxes
 	figures := []struct {
 		name string
 		run  func(*testing.T, *env, *report)
@@ -43,6 +43,7 @@ func TestBenchmarks(t *testing.T) {
 		{"rebuild", func(t *testing.T, _ *env, r *report) { benchRebuild(t, r) }},
 		{"updatevisible", benchUpdateVisible}, // bench_rollout_test.go
 		{"preview", benchPreviewDownload},     // bench_preview_test.go
+		{"scale", benchScale},                 // bench_scale_test.go
 	}
 	only := os.Getenv("BOXWIRE_BENCH_ONLY") // e.g. "execute,relay"
 	for _, f := range figures {
@@ -131,6 +132,8 @@ func benchMemory(t *testing.T, e *env, r *report) {
 	per := float64(rssKiB(t, pid)-before) / sessions
 	anon := float64(statusOf(t, pid, "RssAnon:")-anon0) / sessions
 	file := max(float64(statusOf(t, pid, "RssFile:")-file0)/sessions, 0) // page cache the kernel took back shows as a drop
+	writeProfile(t, e, "memory-heap", "heap") // bench_profile_test.go: after the readings
+	writeProfile(t, e, "memory-goroutine", "goroutine")
 	r.add(figure{name: "bridge_kib_per_session", value: per, unit: "KiB",
 		target: "≤ 256 KiB each", met: met(per <= 256),
 		note: fmt.Sprintf("bridge VmRSS growth over %d idle sessions (thread + sandbox + client each): %.0f KiB anonymous, %.0f KiB file pages (the store's mmap)", sessions, anon, file)})

@@ -55,6 +55,9 @@ func TestMain(m *testing.M) {
 	if !benchEnabled { // benchmarks measure the binary users run
 		args = append(args, "-race")
 	}
+	if benchProfileDir != "" { // bench_profile_test.go: a pprof socket (bridge/pprof.go)
+		args = append(args, "-tags", "boxwire_pprof")
+	}
 	build := exec.Command("go", append(args, "github.com/boxwire/boxwire/bridge")...)
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {

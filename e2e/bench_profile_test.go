@@ -1,0 +1,87 @@
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// benchProfileDir is where the benchmarks write the bridge's profiles
+// (BOXWIRE_BENCH_PROFILE=dir): the bridge is then built with
+// -tags boxwire_pprof and serves pprof on a unix socket of its data
+// directory (bridge/pprof.go). Empty: no profiles.
+var benchProfileDir = os.Getenv("BOXWIRE_BENCH_PROFILE")
+
+// profileEnv is the bridge environment that turns its pprof socket on when
+// profiles are asked for.
+func profileEnv(e *env) []string {
+	if benchProfileDir == "" {
+		return nil
+	}
+	return []string{"BOXWIRE_PPROF_SOCKET=" + e.pprofSocket()}
+}
+
+func (e *env) pprofSocket() string { return filepath.Join(e.dataDir, "pprof.sock") }
+
+// writeProfile saves the bridge's profile of kind ("heap", "allocs",
+// "goroutine", or "profile?seconds=N" for CPU) as DIR/name.pb.gz. It does
+// nothing without BOXWIRE_BENCH_PROFILE.
+func writeProfile(t *testing.T, e *env, name, kind string) {
+	t.Helper()
+	if benchProfileDir == "" {
+		return
+	}
+	if err := saveProfile(e, name, kind); err != nil {
+		t.Errorf("bridge profile %s: %v", kind, err) // Errorf: also called from profileCPU's goroutine
+	}
+}
+
+func saveProfile(e *env, name, kind string) error {
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", e.pprofSocket())
+	}}, Timeout: 2 * time.Minute}
+	defer hc.CloseIdleConnections()
+	resp, err := hc.Get("http://bridge/debug/pprof/" + kind)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("status %s", resp.Status)
+	}
+	if err := os.MkdirAll(benchProfileDir, 0o755); err != nil {
+		return err
+	}
+	path := filepath.Join(benchProfileDir, name+".pb.gz")
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	fmt.Printf("bench: profile %s of the bridge written to %s\n", kind, path)
+	return f.Close()
+}
+
+// profileCPU starts a CPU profile of the bridge of seconds and returns a
+// wait that saves it as DIR/name.pb.gz; both do nothing without
+// BOXWIRE_BENCH_PROFILE.
+func profileCPU(t *testing.T, e *env, name string, seconds int) (wait func()) {
+	if benchProfileDir == "" {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		writeProfile(t, e, name, fmt.Sprintf("profile?seconds=%d", seconds))
+	}()
+	return func() { <-done }
+}
