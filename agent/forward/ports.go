@@ -47,7 +47,11 @@ func (t Tables) withDefaults() Tables {
 // process (its TCP listener, the egress forwarder) are left out.
 func Listening(t Tables) ([]wire.Port, error) {
 	t = t.withDefaults()
-	own := ownSockets(t.FDs)
+	return listening(t, newOwnSockets(t.FDs))
+}
+
+// listening is Listening with own telling the agent's sockets apart.
+func listening(t Tables, own *ownSockets) ([]wire.Port, error) {
 	seen := map[int]bool{}
 	var out []wire.Port
 	for _, path := range []string{t.TCP4, t.TCP6} {
@@ -70,13 +74,14 @@ func Listening(t Tables) ([]wire.Port, error) {
 			}
 		}
 	}
+	own.forgetUnasked()
 	slices.SortFunc(out, func(a, b wire.Port) int { return a.Port - b.Port })
 	return out, nil
 }
 
 // parseTable reads one /proc/net/tcp{,6} table: the listening sockets on
-// a loopback or unspecified address whose inode is not in own.
-func parseTable(sc *bufio.Scanner, own map[string]bool) ([]wire.Port, error) {
+// a loopback or unspecified address whose inode is not one of own's.
+func parseTable(sc *bufio.Scanner, own *ownSockets) ([]wire.Port, error) {
 	var out []wire.Port
 	first := true
 	for sc.Scan() {
@@ -85,14 +90,14 @@ func parseTable(sc *bufio.Scanner, own map[string]bool) ([]wire.Port, error) {
 			continue
 		}
 		fields := strings.Fields(sc.Text())
-		if len(fields) < 10 || fields[3] != tcpListen || own[fields[9]] {
+		if len(fields) < 10 || fields[3] != tcpListen {
 			continue
 		}
 		addr, port, err := parseAddr(fields[1])
 		if err != nil {
 			return nil, err
 		}
-		if !addr.IsLoopback() && !addr.IsUnspecified() {
+		if (!addr.IsLoopback() && !addr.IsUnspecified()) || own.has(fields[9]) {
 			continue
 		}
 		out = append(out, wire.Port{Port: port, Address: addr.String()})
@@ -122,23 +127,55 @@ func parseAddr(s string) (netip.Addr, int, error) {
 	return addr.Unmap(), int(port), nil
 }
 
-// ownSockets returns the inodes of the sockets the process has open.
-func ownSockets(dir string) map[string]bool {
-	own := map[string]bool{}
-	entries, err := os.ReadDir(dir)
+// ownSockets tells whether a socket (by inode) is one of the agent
+// process's own. It reads the process's descriptors (Tables.FDs) only
+// when asked about an inode it has no answer for: a socket keeps its
+// inode and its owner while it lives, so while nothing new listens a
+// look reads no descriptors (Watch keeps one ownSockets across looks).
+type ownSockets struct {
+	dir   string
+	known map[string]bool // inode → whether it is ours
+	asked map[string]bool // the inodes asked about since the last forgetUnasked
+}
+
+func newOwnSockets(dir string) *ownSockets {
+	return &ownSockets{dir: dir, known: map[string]bool{}, asked: map[string]bool{}}
+}
+
+// has reports whether the socket with inode is the agent's own.
+func (o *ownSockets) has(inode string) bool {
+	o.asked[inode] = true
+	if ours, ok := o.known[inode]; ok {
+		return ours
+	}
+	entries, err := os.ReadDir(o.dir)
 	if err != nil {
-		return own
+		return false // not remembered: asked again next time
 	}
 	for _, e := range entries {
-		link, err := os.Readlink(filepath.Join(dir, e.Name()))
+		link, err := os.Readlink(filepath.Join(o.dir, e.Name()))
 		if err != nil {
 			continue
 		}
-		if inode, ok := strings.CutPrefix(link, "socket:["); ok {
-			own[strings.TrimSuffix(inode, "]")] = true
+		if in, ok := strings.CutPrefix(link, "socket:["); ok {
+			o.known[strings.TrimSuffix(in, "]")] = true
 		}
 	}
-	return own
+	if _, ok := o.known[inode]; !ok {
+		o.known[inode] = false
+	}
+	return o.known[inode]
+}
+
+// forgetUnasked drops the answers for sockets not asked about since the
+// last call, so that only the sockets that still listen are remembered.
+func (o *ownSockets) forgetUnasked() {
+	for in := range o.known {
+		if !o.asked[in] {
+			delete(o.known, in)
+		}
+	}
+	clear(o.asked)
 }
 
 // Watch looks at what listens every interval and calls changed with the
@@ -146,11 +183,13 @@ func ownSockets(dir string) map[string]bool {
 // when something listens). It returns when ctx ends; a table it cannot
 // read is skipped for that round.
 func Watch(ctx context.Context, t Tables, interval time.Duration, changed func([]wire.Port)) {
+	t = t.withDefaults()
+	own := newOwnSockets(t.FDs)
 	var last []wire.Port
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
-		if now, err := Listening(t); err == nil && !slices.Equal(now, last) {
+		if now, err := listening(t, own); err == nil && !slices.Equal(now, last) {
 			last = now
 			changed(now)
 		}
