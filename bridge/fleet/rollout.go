@@ -144,6 +144,19 @@ func (f *Fleet) images() []string {
 	return append([]string{f.cfg.Image}, f.allowed...)
 }
 
+// Images are the images a thread may ask for now: the default image
+// first, then the others allowed (Config.Images, as SetImages last set
+// them), each once.
+func (f *Fleet) Images() []string {
+	var out []string
+	for _, im := range f.images() {
+		if im != "" && !slices.Contains(out, im) {
+			out = append(out, im)
+		}
+	}
+	return out
+}
+
 // MoveImage gives box boxID the image reference image, which must be
 // allowed (a wire.Error not_allowed says it is not), keeping its workspace
 // and its threads' conversations: the records of every thread of the box

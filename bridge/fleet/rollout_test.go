@@ -138,6 +138,20 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// Images names the default first, then the allowed ones, each once, and
+// follows SetImages.
+func TestImagesListsTheAllowlist(t *testing.T) {
+	t.Parallel()
+	e := newFleet(t, func(c *fleet.Config) { c.Image, c.Images = "boxwire:latest", []string{"python:3.12", "boxwire:latest"} })
+	if got := e.f.Images(); !slices.Equal(got, []string{"boxwire:latest", "python:3.12"}) {
+		t.Fatalf("Images() = %q", got)
+	}
+	e.f.SetImages([]string{"node:22"})
+	if got := e.f.Images(); !slices.Equal(got, []string{"boxwire:latest", "node:22"}) {
+		t.Fatalf("after SetImages: %q", got)
+	}
+}
+
 // The fleet knows the build each agent named in its hello.
 func TestStatusNamesTheAgentBuild(t *testing.T) {
 	t.Parallel()

@@ -6,7 +6,8 @@
 // threads API's (PATCH /v1/threads/{id} "image", bridge/server).
 //
 // The server makes an [API] over its fleet and mounts it with
-// [API.Routes] behind its admins-only check; its Run calls
+// [API.Routes] behind its admins-only check, and [API.ImagesRoute] (the
+// allowed image names, GET /v1/images) for anyone authenticated; its Run calls
 // [API.ReloadImages] on every reload signal. It never imports the server.
 package rollout
 
@@ -34,6 +35,8 @@ type Fleet interface {
 	// SetImages replaces the images a thread may ask for besides the
 	// default one.
 	SetImages(images []string)
+	// Images are the images a thread may ask for, the default first.
+	Images() []string
 }
 
 // API serves the rollout routes over Fleet. Its zero value is not usable:
@@ -54,6 +57,27 @@ type API struct {
 func (a API) Routes(mux *http.ServeMux, admin func(http.Handler) http.Handler, audited func(action string, next http.Handler) http.Handler) {
 	mux.Handle("GET /v1/rollout", admin(http.HandlerFunc(a.get)))
 	mux.Handle("POST /v1/rollout", admin(audited("rollout.update", http.HandlerFunc(a.post))))
+}
+
+// ImagesRoute mounts GET /v1/images on mux behind auth (the caller's
+// check that a request is authenticated, admin or not): the images a
+// thread may ask for (wire.ImageList), so a client can offer a choice.
+// It names the images only; what runs where is GET /v1/rollout's, for
+// admins.
+func (a API) ImagesRoute(mux *http.ServeMux, auth func(http.Handler) http.Handler) {
+	mux.Handle("GET /v1/images", auth(http.HandlerFunc(a.images)))
+}
+
+// images answers GET /v1/images.
+func (a API) images(w http.ResponseWriter, _ *http.Request) {
+	list := wire.ImageList{Images: a.Fleet.Images()}
+	if list.Images == nil {
+		list.Images = []string{}
+	}
+	if len(list.Images) > 0 {
+		list.Default = list.Images[0]
+	}
+	httpjson.Write(w, http.StatusOK, list)
 }
 
 // get answers GET /v1/rollout: fleet.RolloutStatus, the images in use,

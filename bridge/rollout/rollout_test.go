@@ -40,6 +40,61 @@ func (f *fakeFleet) SetImages(images []string) {
 	f.images = images
 }
 
+func (f *fakeFleet) Images() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string{"boxwire:latest"}, f.images...)
+}
+
+// requireHeader is a guard that lets a request through only with header
+// name set, and answers status otherwise.
+func requireHeader(name string, status int) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get(name) == "" {
+				w.WriteHeader(status)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// TestImagesRoute: GET /v1/images names the default and the allowed
+// images to anyone the caller's check lets in, admin or not, follows a
+// reload, and tells nothing of the rollout; without the check's consent
+// it is refused.
+func TestImagesRoute(t *testing.T) {
+	t.Parallel()
+	f := &fakeFleet{images: []string{"python:3.12"}}
+	mux := http.NewServeMux()
+	auth := requireHeader("X-User", http.StatusUnauthorized)
+	api := rollout.API{Fleet: f, Log: slog.New(slog.DiscardHandler), Reload: func() ([]string, error) { return []string{"node:22", "python:3.13"}, nil }}
+	api.ImagesRoute(mux, auth)
+	get := func(user string) (int, string) {
+		req := httptest.NewRequest("GET", "/v1/images", nil)
+		if user != "" {
+			req.Header.Set("X-User", user)
+		}
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, req)
+		return rec.Code, strings.TrimSpace(rec.Body.String())
+	}
+	if code, _ := get(""); code != http.StatusUnauthorized {
+		t.Fatalf("GET /v1/images unauthenticated: %d", code)
+	}
+	if code, body := get("alice"); code != http.StatusOK || body != `{"default":"boxwire:latest","images":["boxwire:latest","python:3.12"]}` {
+		t.Fatalf("GET /v1/images: %d %s", code, body)
+	}
+	api.ReloadImages()
+	if _, body := get("alice"); body != `{"default":"boxwire:latest","images":["boxwire:latest","node:22","python:3.13"]}` {
+		t.Fatalf("after a reload: %s", body)
+	}
+	if code, _ := get("bob"); code != http.StatusOK {
+		t.Fatalf("another user: %d", code)
+	}
+}
+
 // TestRoutes: GET answers the status, POST pauses and resumes through the
 // guards the caller gives, and a body that is not {"paused": bool} is 400
 // and changes nothing.
@@ -48,15 +103,7 @@ func TestRoutes(t *testing.T) {
 	f := &fakeFleet{}
 	var audited []string
 	mux := http.NewServeMux()
-	admin := func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.Header.Get("X-Admin") == "" {
-				w.WriteHeader(http.StatusForbidden)
-				return
-			}
-			next.ServeHTTP(w, r)
-		})
-	}
+	admin := requireHeader("X-Admin", http.StatusForbidden)
 	audit := func(action string, next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			audited = append(audited, action)

@@ -39,7 +39,7 @@ func (s *Server) info(ctx context.Context, t *thread) wire.ThreadInfo {
 		ID: t.id, Scope: b.Scope(), Assistant: b.Assistant(), Image: b.Image(), Runtime: b.Runtime(),
 		Status: status, SandboxID: sandboxID, Created: t.created, Expires: st.Expires, ImageID: st.ImageID,
 		IdleExpires: st.IdleExpires, Clients: n, Egress: st.Egress, Owner: s.users.OwnerOf(ctx, t.id),
-		AgentVersion: st.Agent.Version, AgentHash: st.Agent.Hash,
+		AgentVersion: st.Agent.Version, AgentHash: st.Agent.Hash, Posture: st.Agent.Posture,
 	}
 }
 

@@ -134,6 +134,17 @@ type ThreadInfo struct {
 	Suspended *time.Time `json:"suspended,omitempty"`
 	// Owner is the user the thread belongs to (docs/users.md).
 	Owner string `json:"owner,omitempty"`
+	// Posture is what the sandbox's agent found about its confinement in
+	// its hello (Hello.Posture). Nil while no agent answered, and for a
+	// suspended thread.
+	Posture *Posture `json:"posture,omitempty"`
+}
+
+// ImageList is the body of GET /v1/images: the images a thread may ask
+// for in CreateThread.Image, Default (used when it names none) first.
+type ImageList struct {
+	Default string   `json:"default"`
+	Images  []string `json:"images"`
 }
 
 // ThreadList is the body of GET /v1/threads.

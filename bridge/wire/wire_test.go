@@ -97,21 +97,29 @@ func TestGolden(t *testing.T) {
 	t.Parallel()
 	for _, g := range golden {
 		t.Run(g.name, func(t *testing.T) {
-			got := indent(t, g.env)
-			path := filepath.Join("testdata", g.name+".json")
-			if *update {
-				if err := os.WriteFile(path, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("read golden (run with -update to create): %v", err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("%s changed:\n got: %s\nwant: %s", path, got, want)
-			}
+			checkGolden(t, filepath.Join("testdata", g.name+".json"), indent(t, g.env))
 		})
+	}
+}
+
+// checkGolden compares got with the golden file at path, writing it
+// first with -update.
+func checkGolden(t *testing.T, path string, got []byte) {
+	t.Helper()
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read golden (run with -update to create): %v", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s changed:\n got: %s\nwant: %s", path, got, want)
 	}
 }
 

@@ -93,6 +93,10 @@ type AgentBuild struct {
 	Version string
 	// Hash is the SHA-256 of its binary, "sha256:<hex>" (wire.Hello.AgentHash).
 	Hash string
+	// Posture is what it found about its confinement (wire.Hello.Posture,
+	// checked by then); nil when it reported none. Shared: not to be
+	// changed.
+	Posture *wire.Posture
 }
 
 // buildOf reads an agent's hello.
@@ -101,7 +105,7 @@ func buildOf(h wire.Hello) AgentBuild {
 	if !ok {
 		v = h.Software
 	}
-	return AgentBuild{Version: v, Hash: h.AgentHash}
+	return AgentBuild{Version: v, Hash: h.AgentHash, Posture: h.Posture}
 }
 
 // Wait polls the agent socket of t until the agent answers hello for

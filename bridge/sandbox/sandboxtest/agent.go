@@ -95,6 +95,11 @@ func (a *Agent) Detach(during func()) {
 	during()
 }
 
+// Posture is what every fake agent reports of its confinement in its
+// hello: what a hardened sandbox shows (docs/security.md).
+var Posture = wire.Posture{UID: 1000, GID: 1000, CapEff: "0000000000000000", CapBnd: "0000000000000000",
+	NoNewPrivs: true, Seccomp: 2, ReadOnlyRoot: true, PidsMax: 512, MemoryMaxBytes: 1 << 30, CPUQuota: 2}
+
 // serve is one bridge connection: hello, then claims and answers until
 // the connection ends.
 func (a *Agent) serve(w http.ResponseWriter, r *http.Request) {
@@ -117,7 +122,8 @@ func (a *Agent) serve(w http.ResponseWriter, r *http.Request) {
 		_ = conn.WriteJSON(wire.ErrorEnvelope("", "", wire.CodeBadMessage, "want a bridge hello with a thread"))
 		return
 	}
-	_ = conn.WriteJSON(wire.MustNew(wire.TypeHello, h.Thread, "", wire.Hello{Version: wire.Version, Role: wire.RoleAgent, Software: "fake-agent"}))
+	posture := Posture
+	_ = conn.WriteJSON(wire.MustNew(wire.TypeHello, h.Thread, "", wire.Hello{Version: wire.Version, Role: wire.RoleAgent, Software: "fake-agent", Posture: &posture}))
 	for {
 		var env wire.Envelope
 		if err := conn.ReadJSON(&env); err != nil {
