@@ -104,7 +104,7 @@ func (st *Stream) CloseWrite() error {
 // offer queues frame towards the agent, waiting for room in the queue
 // until the stream ends or deadline closes.
 func (st *Stream) offer(frame []byte, deadline <-chan struct{}) error {
-	q := st.s.out
+	q := st.s.queue()
 	if q.Offer(frame) {
 		return nil
 	}
@@ -137,7 +137,7 @@ func (st *Stream) failure() error {
 // TCP connection. Idempotent.
 func (st *Stream) Close() error {
 	if st.end(net.ErrClosed) {
-		st.s.out.Send(wire.MustNew(wire.TypeStreamClose, "", "", wire.StreamClose{Stream: st.id}))
+		st.s.queue().Send(wire.MustNew(wire.TypeStreamClose, "", "", wire.StreamClose{Stream: st.id}))
 	}
 	return nil
 }
@@ -145,7 +145,7 @@ func (st *Stream) Close() error {
 // fail ends the stream with an error the agent is told.
 func (st *Stream) fail(code wire.Code, msg string) {
 	if st.end(wire.Error{Code: code, Message: msg}) {
-		st.s.out.Send(wire.MustNew(wire.TypeStreamClose, "", "", wire.StreamClose{Stream: st.id, Code: code, Message: msg}))
+		st.s.queue().Send(wire.MustNew(wire.TypeStreamClose, "", "", wire.StreamClose{Stream: st.id, Code: code, Message: msg}))
 	}
 }
 

@@ -40,8 +40,14 @@ var ErrAgentGone = errors.New("the sandbox's agent connection ended")
 
 // streams is a link's open streams and stream requests.
 type streams struct {
-	out *wire.Queue[wire.Envelope] // towards the agent, in order
-	max int
+	// out is the traffic towards the agent, in order. Most threads never
+	// open a stream, so it is made on first use (queue): its buffer is
+	// streamQueueLen items (256 KiB). ready is closed when it is made;
+	// the writer waits for it before it reads out.
+	outOnce sync.Once
+	out     *wire.Queue[wire.Envelope]
+	ready   chan struct{}
+	max     int
 
 	mu      sync.Mutex
 	next    uint64
@@ -54,9 +60,18 @@ func newStreams(max int) *streams {
 		max = DefaultMaxStreams
 	}
 	return &streams{
-		out: wire.NewQueue[wire.Envelope](streamQueueLen, streamBudget), max: max,
+		ready: make(chan struct{}), max: max,
 		open: map[string]*Stream{}, waiting: map[string]chan wire.Envelope{},
 	}
+}
+
+// queue is s.out, made on the first call. It is safe for concurrent use.
+func (s *streams) queue() *wire.Queue[wire.Envelope] {
+	s.outOnce.Do(func() {
+		s.out = wire.NewQueue[wire.Envelope](streamQueueLen, streamBudget)
+		close(s.ready)
+	})
+	return s.out
 }
 
 // DialPort opens a stream to port on the sandbox's own loopback and
@@ -126,7 +141,7 @@ func (s *streams) request(ctx context.Context, dead <-chan struct{}, id string, 
 		delete(s.waiting, id)
 		s.mu.Unlock()
 	}()
-	if !s.out.Send(env) {
+	if !s.queue().Send(env) {
 		return wire.Envelope{}, wire.Error{Code: wire.CodeSandboxUnavailable, Message: "the agent is not taking stream requests"}
 	}
 	timer := time.NewTimer(openWait)
@@ -198,7 +213,7 @@ func (s *streams) message(env wire.Envelope) {
 		}
 		st.drop(err)
 	case st == nil && env.Type == wire.TypePortOpened: // opened after it was given up
-		s.out.Send(wire.MustNew(wire.TypeStreamClose, env.Thread, "", wire.StreamClose{Stream: ref.Stream}))
+		s.queue().Send(wire.MustNew(wire.TypeStreamClose, env.Thread, "", wire.StreamClose{Stream: ref.Stream}))
 	}
 }
 
@@ -259,7 +274,7 @@ func (l *Link) OpenStreams() int {
 
 // writeStream writes one queued item of stream traffic to the agent.
 func (l *Link) writeStream(c *connection, it wire.Item[wire.Envelope]) error {
-	l.streams.out.Release(it)
+	l.streams.queue().Release(it)
 	w := wire.Writer{Conn: c.ws, Wait: writeWait}
 	if it.Msg != nil {
 		return w.JSON(*it.Msg)

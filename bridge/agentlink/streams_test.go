@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -79,6 +80,19 @@ type linkEnv struct {
 	thread *fakeThread
 	reqs   chan wire.Envelope
 	agent  *session.Server
+	// newBytes is what agentlink.New allocated (the idle agent may add a
+	// little of its own).
+	newBytes uint64
+}
+
+// TestLinkWithoutStreamsIsSmall: a link allocates its streams' queue
+// (256 KiB) only when a stream is opened; most threads never open one,
+// and one bridge holds thousands of idle links.
+func TestLinkWithoutStreamsIsSmall(t *testing.T) {
+	e := newLinkEnv(t)
+	if e.newBytes > 64<<10 {
+		t.Fatalf("a new link allocated %d KiB, want under 64 KiB", e.newBytes>>10)
+	}
 }
 
 func newLinkEnv(t *testing.T) *linkEnv {
@@ -110,10 +124,14 @@ func newLinkEnv(t *testing.T) *linkEnv {
 	e := &linkEnv{thread: &fakeThread{}, reqs: make(chan wire.Envelope, 8), agent: agent}
 	var group sync.WaitGroup
 	tctx, tcancel := context.WithCancel(context.Background())
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
 	e.link = agentlink.New(tctx, ws, agentlink.Config{
 		ID: "t1", Thread: e.thread, Fleet: fakeFleet{}, Store: fakeStore{}, Server: tctx,
 		Group: &group, Requests: e.reqs, Input: make(chan []byte), LogEmpty: true, MaxStreams: 4,
 	})
+	runtime.ReadMemStats(&after)
+	e.newBytes = after.TotalAlloc - before.TotalAlloc
 	e.link.Start()
 	t.Cleanup(func() {
 		e.link.Stop()
