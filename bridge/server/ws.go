@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -17,7 +18,15 @@ import (
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
-var upgrader = websocket.Upgrader{ReadBufferSize: 4096, WriteBufferSize: 4096}
+// upgrader makes client connections. An idle connection holds no write
+// buffer: each message takes one from wsWriteBuffers and gives it back
+// once written. It reads through the HTTP server's own 4 KiB reader
+// (ReadBufferSize 0), which the upgrade takes over instead of allocating
+// a second one.
+var upgrader = websocket.Upgrader{WriteBufferSize: 4096, WriteBufferPool: wsWriteBuffers}
+
+// wsWriteBuffers are the write buffers of client connections in use.
+var wsWriteBuffers = &sync.Pool{}
 
 // serveWS runs one client connection: hello, thread creation or lookup,
 // then the relay until either side ends it. It blocks for the life of the

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/boxwire/boxwire/bridge/auth"
@@ -131,25 +132,30 @@ func (u *Users) Record(ctx context.Context, action, thread, detail, remote strin
 	u.cfg.Authn.Record(ctx, PrincipalOf(ctx), action, thread, detail, remote)
 }
 
-// Watch calls end, on a goroutine of its own, when the credentials the
-// principal of ctx authenticated with are revoked (or their user
-// deleted): a connection then ends at once, not at its next request. The
-// watch ends with ctx; the returned stop ends it too and waits for the
-// goroutine. Call stop when the connection ends.
+// Watch calls end when the credentials the principal of ctx
+// authenticated with are revoked (or their user deleted): a connection
+// then ends at once, not at its next request. end is called on the
+// goroutine that revoked them and must not block. The watch ends with
+// ctx; the returned stop ends it too and waits for a call of end that
+// is running. Call stop when the connection ends. An idle watch holds no
+// goroutine (one connection each would be thousands).
 func (u *Users) Watch(ctx context.Context, end func()) (stop func()) {
-	gone, unwatch := u.cfg.Authn.Watch(PrincipalOf(ctx))
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		select {
-		case <-gone:
+	var mu sync.Mutex
+	stopped := false
+	unwatch := u.cfg.Authn.WatchFunc(PrincipalOf(ctx), func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopped {
 			end()
-		case <-ctx.Done():
 		}
-	}()
+	})
+	stopAfter := context.AfterFunc(ctx, unwatch)
 	return func() {
+		stopAfter()
 		unwatch()
-		<-done
+		mu.Lock()
+		stopped = true
+		mu.Unlock()
 	}
 }
 
