@@ -318,15 +318,7 @@ func TestBadRequests(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			req, err := http.NewRequestWithContext(e.ctx(), tt.method, e.http.URL+tt.path, strings.NewReader(tt.body))
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp, err := e.http.Client().Do(req)
-			if err != nil {
-				t.Fatalf("do: %v", err)
-			}
-			defer resp.Body.Close()
+			resp := e.do(t, tt.method, tt.path, tt.body)
 			var body struct {
 				Error *struct {
 					Message string `json:"message"`

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,6 +52,22 @@ func newEnvScript(t *testing.T, s llmscript.Script, opts llmscript.Options) *env
 	cfg.BaseURL = hs.URL + "/v1"
 	cfg.HTTPClient = hs.Client()
 	return &env{t: t, srv: srv, http: hs, client: openai.NewClientWithConfig(cfg)}
+}
+
+// do sends method to path of the server with body and returns the
+// answer, whose body the test's end closes.
+func (e *env) do(t *testing.T, method, path, body string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(e.ctx(), method, e.http.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := e.http.Client().Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
 }
 
 // ctx returns a context that ends after testTimeout or with the test.

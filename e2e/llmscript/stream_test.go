@@ -120,15 +120,7 @@ func TestStreamIncludeUsage(t *testing.T) {
 func TestStreamWireFormat(t *testing.T) {
 	e := newEnv(t, toolScript, llmscript.Options{})
 	body := `{"model":"scripted","stream":true,"messages":[{"role":"user","content":"files"}]}`
-	req, err := http.NewRequestWithContext(e.ctx(), http.MethodPost, e.http.URL+"/chat/completions", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := e.http.Client().Do(req)
-	if err != nil {
-		t.Fatalf("post: %v", err)
-	}
-	defer resp.Body.Close()
+	resp := e.do(t, http.MethodPost, "/chat/completions", body)
 	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
 		t.Errorf("content type = %q", ct)
 	}
@@ -195,15 +187,7 @@ func TestStreamChunkDelay(t *testing.T) {
 func TestCompletionWireFormat(t *testing.T) {
 	e := newEnv(t, toolScript, llmscript.Options{})
 	body := `{"model":"scripted","messages":[{"role":"user","content":"files"}]}`
-	req, err := http.NewRequestWithContext(e.ctx(), http.MethodPost, e.http.URL+"/v1/chat/completions", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := e.http.Client().Do(req)
-	if err != nil {
-		t.Fatalf("post: %v", err)
-	}
-	defer resp.Body.Close()
+	resp := e.do(t, http.MethodPost, "/v1/chat/completions", body)
 	raw, err := io.ReadAll(resp.Body)
 	if err != nil {
 		t.Fatal(err)
