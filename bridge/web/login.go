@@ -185,11 +185,12 @@ func (s *Sessions) postLogin(w http.ResponseWriter, r *http.Request) {
 	writeLoginInfo(w, s.open(w, r, p, key))
 }
 
-// open starts a session of p (logged in with credential key, "" for an
-// OIDC sign-in), sets its cookie and writes the audit entry.
+// open starts a session of p (logged in with credential key: the admin
+// token, an API key or an OIDC ID token, checked by then), sets its
+// cookie and writes the audit entry.
 func (s *Sessions) open(w http.ResponseWriter, r *http.Request, p auth.Principal, key string) *session {
 	now := time.Now()
-	ss := &session{P: p, CSRF: randomHex(32), Created: now, Expires: s.expiry(r.Context(), p, now)}
+	ss := &session{P: p, CSRF: randomHex(32), Created: now, Expires: s.expiry(r.Context(), p, key, now)}
 	if p.Via == "token" {
 		ss.TokenHash = tokenHash(key)
 	}
@@ -204,13 +205,19 @@ func (s *Sessions) open(w http.ResponseWriter, r *http.Request, p auth.Principal
 	return ss
 }
 
-// expiry is when a session of p made at now ends: after the session TTL,
-// or when its key expires if that is sooner.
-func (s *Sessions) expiry(ctx context.Context, p auth.Principal, now time.Time) time.Time {
+// expiry is when a session of p made at now with credential key ends:
+// after the session TTL, or when its key expires if that is sooner, or,
+// for an OIDC ID token, when the token does (its exp claim).
+func (s *Sessions) expiry(ctx context.Context, p auth.Principal, key string, now time.Time) time.Time {
 	exp := now.Add(s.cfg.TTL)
 	if p.KeyID != "" && s.cfg.Store != nil {
 		if k, err := s.cfg.Store.Key(ctx, p.KeyID); err == nil && k.Expires != nil && k.Expires.Before(exp) {
 			exp = *k.Expires
+		}
+	}
+	if p.Via == "oidc" {
+		if t, ok := jwtExpiry(key); ok && t.Before(exp) {
+			exp = t
 		}
 	}
 	return exp

@@ -163,44 +163,45 @@ func (s *Sessions) oidcStart(w http.ResponseWriter, r *http.Request) {
 // oidcCallback finishes a flow: the code for an ID token, the token for a
 // session. Every failure goes back to the page, which shows it.
 func (s *Sessions) oidcCallback(w http.ResponseWriter, r *http.Request) {
-	p, err := s.oidcFinish(r)
+	p, idToken, err := s.oidcFinish(r)
 	http.SetCookie(w, &http.Cookie{Name: oidcCookie, Value: "", Path: callbackURL, MaxAge: -1, HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteLaxMode})
 	if err != nil {
 		s.log.Info("oidc sign-in refused", "err", err, "remote", r.RemoteAddr)
 		http.Redirect(w, r, "/#login_error="+url.QueryEscape(err.Error()), http.StatusSeeOther)
 		return
 	}
-	s.open(w, r, p, "")
+	s.open(w, r, p, idToken)
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
-// oidcFinish checks the provider's answer and returns who signed in.
-func (s *Sessions) oidcFinish(r *http.Request) (auth.Principal, error) {
+// oidcFinish checks the provider's answer and returns who signed in, with
+// the ID token that says so.
+func (s *Sessions) oidcFinish(r *http.Request) (auth.Principal, string, error) {
 	q := r.URL.Query()
 	if e := q.Get("error"); e != "" {
-		return auth.Principal{}, fmt.Errorf("the provider refused: %s %s", e, q.Get("error_description"))
+		return auth.Principal{}, "", fmt.Errorf("the provider refused: %s %s", e, q.Get("error_description"))
 	}
 	state := q.Get("state")
 	c, err := r.Cookie(oidcCookie)
 	if state == "" || err != nil || c.Value != state {
-		return auth.Principal{}, errors.New("this sign-in was not started by this browser (or took over 10 minutes): try again")
+		return auth.Principal{}, "", errors.New("this sign-in was not started by this browser (or took over 10 minutes): try again")
 	}
 	f, ok := s.oidc.take(state, time.Now())
 	if !ok {
-		return auth.Principal{}, errors.New("this sign-in expired or was used already: try again")
+		return auth.Principal{}, "", errors.New("this sign-in expired or was used already: try again")
 	}
 	raw, err := s.oidc.exchange(r.Context(), q.Get("code"), f)
 	if err != nil {
-		return auth.Principal{}, err
+		return auth.Principal{}, "", err
 	}
 	p, err := s.cfg.Auth.AuthenticateToken(r.Context(), r.RemoteAddr, raw)
 	if err != nil {
-		return auth.Principal{}, fmt.Errorf("the provider's ID token: %w", err)
+		return auth.Principal{}, "", fmt.Errorf("the provider's ID token: %w", err)
 	}
 	if nonce, _ := jwtClaim(raw, "nonce").(string); nonce != f.nonce {
-		return auth.Principal{}, errors.New("the provider's ID token has another nonce than this sign-in's")
+		return auth.Principal{}, "", errors.New("the provider's ID token has another nonce than this sign-in's")
 	}
-	return p, nil
+	return p, raw, nil
 }
 
 // exchange trades code for the ID token at the provider's token endpoint.
@@ -239,6 +240,16 @@ func (o *oidcSignIn) exchange(ctx context.Context, code string, f oidcFlow) (str
 		return "", fmt.Errorf("token endpoint answered %d %s %s", resp.StatusCode, tok.Error, tok.Desc)
 	}
 	return tok.IDToken, nil
+}
+
+// jwtExpiry is the exp claim of a JWT whose signature was checked
+// already; false when it has none.
+func jwtExpiry(raw string) (time.Time, bool) {
+	exp, ok := jwtClaim(raw, "exp").(float64)
+	if !ok || exp <= 0 {
+		return time.Time{}, false
+	}
+	return time.Unix(int64(exp), 0), true
 }
 
 // jwtClaim is a claim of a JWT whose signature was checked already.

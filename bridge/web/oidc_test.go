@@ -35,6 +35,8 @@ type provider struct {
 	mu sync.Mutex
 	// answer makes the token endpoint's answer from the form it got.
 	answer func(form url.Values) (int, any)
+	// lifetime is how long its ID tokens last (5 minutes when 0).
+	lifetime time.Duration
 }
 
 func newProvider(t *testing.T) *provider {
@@ -72,8 +74,11 @@ func (p *provider) idToken(user, nonce string) string {
 	if err != nil {
 		p.t.Fatal(err)
 	}
-	now := time.Now().Unix()
-	payload, _ := json.Marshal(map[string]any{"iss": p.srv.URL, "aud": clientID, "sub": user, "iat": now, "exp": now + 300, "nonce": nonce})
+	now, life := time.Now().Unix(), int64(300)
+	if p.lifetime > 0 {
+		life = int64(p.lifetime / time.Second)
+	}
+	payload, _ := json.Marshal(map[string]any{"iss": p.srv.URL, "aud": clientID, "sub": user, "iat": now, "exp": now + life, "nonce": nonce})
 	obj, err := s.Sign(payload)
 	if err != nil {
 		p.t.Fatal(err)
