@@ -54,6 +54,18 @@ func New(cfg Config) *Layout {
 	return &Layout{cfg: cfg}
 }
 
+// At is l with its folders under root: another bridge's data folder,
+// for a sandbox that bridge made and this one takes over.
+func (l *Layout) At(root string) *Layout {
+	c := l.cfg
+	c.Root = root
+	return &Layout{cfg: c}
+}
+
+// Root is the folder the sandboxes' folders are under: Config.Root of the
+// Layout that made d.
+func (d Dirs) Root() string { return filepath.Dir(filepath.Dir(d.Bridge)) }
+
 // Dirs are the host folders of one sandbox.
 type Dirs struct {
 	// Bridge is the bridge folder (mounted read-only at

@@ -403,7 +403,7 @@ func (f *Fleet) spec(b *Box) sandbox.Spec {
 		Image:           b.Image(),
 		Runtime:         b.runtime,
 		Env:             env,
-		Labels:          b.labels(f.cfg.BridgeID),
+		Labels:          rootLabel(b.labels(f.cfg.BridgeID), b.res.dirs), // handover.go
 		SocketDir:       b.res.dirs.Bridge,
 		AgentDir:        b.res.dirs.Agent,
 		WorkspaceVolume: "boxwire-ws-" + b.id,

@@ -119,6 +119,11 @@ type Config struct {
 	// the agent (Greet), makes the member and attaches it (Attach). An
 	// error gives the sandbox up.
 	Adopt func(ctx context.Context, b *Box, rec ThreadRecord) error
+	// Claim, when set, takes the lease of a thread-scope sandbox's thread
+	// before the sandbox is adopted (its sockets served again); an error
+	// that is ErrRelayedElsewhere leaves the sandbox to the bridge that
+	// relays it (handover.go).
+	Claim func(ctx context.Context, thread string) error
 }
 
 // ThreadRecord is what the bridge keeps about a thread apart from its live

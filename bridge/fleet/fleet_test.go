@@ -11,6 +11,7 @@ import (
 
 	"github.com/boxwire/boxwire/bridge/boxdir"
 	"github.com/boxwire/boxwire/bridge/fleet"
+	"github.com/boxwire/boxwire/bridge/fleet/collect"
 	"github.com/boxwire/boxwire/bridge/llmproxy"
 	"github.com/boxwire/boxwire/bridge/recordstore"
 	"github.com/boxwire/boxwire/bridge/sandbox"
@@ -290,7 +291,7 @@ func TestCollect(t *testing.T) {
 	if _, err := e.mgr.Create(ctx, sandbox.Spec{AgentDir: t.TempDir(), Labels: map[string]string{sandbox.LabelOwner: "bridge-other"}}); err != nil {
 		t.Fatal(err)
 	}
-	sbs, vols, err := fleet.Collect(ctx, e.mgr, "bridge-test", "")
+	sbs, vols, err := collect.Collect(ctx, e.mgr, "bridge-test", "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,8 @@ import (
 // behind: it serves a new LLM proxy in each one's socket folder, greets its
 // agent again and has Config.Adopt take its threads back (thread scope:
 // the one its labels name; and those the records know) or keeps it for its
-// assistant's next threads (assistant scope). It removes what expired,
+// assistant's next threads (assistant scope); one whose thread another
+// bridge relays now is left to it (Config.Claim). It removes what expired,
 // stopped, cannot be reached or has no thread, with their folders; a stored
 // thread left without a sandbox is suspended (suspend.go) and keeps its
 // workspace volume; other volumes and folders of no live sandbox go. Last
@@ -41,7 +42,11 @@ func (rc *reconciler) run(ctx context.Context) error {
 			live[sb.Labels[sandbox.LabelBox]] = true
 			continue
 		}
-		if err := rc.adopt(ctx, sb, now); err != nil {
+		if err := rc.adopt(ctx, sb, now, rc.f.cfg.Layout); errors.Is(err, ErrRelayedElsewhere) {
+			live[sb.Labels[sandbox.LabelBox]] = true // handover.go: a peer took it over; its volume and folders stay
+			log.Info("sandbox relayed by another bridge: left to it", "why", err)
+			continue
+		} else if err != nil {
 			log.Info("removing sandbox of an earlier run", "why", err)
 			rc.removeOrphan(ctx, sb, log)
 			rc.suspendBoxThreads(ctx, sb, err, log)
@@ -61,7 +66,8 @@ func (rc *reconciler) run(ctx context.Context) error {
 type reconciler struct{ f *Fleet }
 
 // adopt takes over one listed sandbox, or says why it will not.
-func (rc *reconciler) adopt(ctx context.Context, sb sandbox.Sandbox, now time.Time) (err error) {
+// Its folders are lay's (another bridge's, for TakeOver).
+func (rc *reconciler) adopt(ctx context.Context, sb sandbox.Sandbox, now time.Time, lay *boxdir.Layout) (err error) {
 	l := sb.Labels
 	b := &Box{
 		id: l[sandbox.LabelBox], scope: wire.Scope(l[sandbox.LabelScope]), assistant: l[sandbox.LabelAssistant],
@@ -95,13 +101,18 @@ func (rc *reconciler) adopt(ctx context.Context, sb sandbox.Sandbox, now time.Ti
 			return err
 		}
 	}
+	if claim := rc.f.cfg.Claim; claim != nil && b.scope == wire.ScopeThread { // before its sockets are touched
+		if err := claim(ctx, cmp.Or(b.thread, b.id)); err != nil {
+			return err
+		}
+	}
 	if full, err := rc.f.cfg.Manager.Inspect(ctx, sb.ID); err == nil {
 		b.runtime = full.Runtime
 	}
 	// A sandbox of an older bridge, whose one folder it could write, is
 	// not adopted but replaced (its thread is suspended and resumes in a
 	// new sandbox with its workspace): boxdir.Layout.Open says why.
-	dirs, err := rc.f.cfg.Layout.Open(b.id)
+	dirs, err := lay.Open(b.id)
 	if err != nil {
 		return fmt.Errorf("sandbox folders: %w", err)
 	}
@@ -204,44 +215,6 @@ func (rc *reconciler) removeStrays(ctx context.Context, live, kept map[string]bo
 	return errors.Join(errs...)
 }
 
-// Collect removes every sandbox and workspace volume labelled with
-// bridgeID and every socket folder under <dataDir>/run (dataDir "": none):
-// the sandbox half of `bridge gc` (server.Collect forgets the threads
-// too). Run it only when no bridge with that id is running. It returns how
-// many sandboxes and volumes it removed.
-func Collect(ctx context.Context, mgr sandbox.Manager, bridgeID, dataDir string) (sandboxes, volumes int, err error) {
-	owner := map[string]string{sandbox.LabelOwner: bridgeID}
-	list, err := mgr.List(ctx, owner)
-	if err != nil {
-		return 0, 0, fmt.Errorf("gc: %w", err)
-	}
-	var errs []error
-	for _, sb := range list {
-		if err := mgr.Remove(ctx, sb.ID); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		sandboxes++
-	}
-	vols, err := mgr.ListVolumes(ctx, owner)
-	if err != nil {
-		return sandboxes, 0, errors.Join(append(errs, fmt.Errorf("gc: %w", err))...)
-	}
-	for _, v := range vols {
-		if err := mgr.RemoveVolume(ctx, v); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		volumes++
-	}
-	if dataDir != "" {
-		if err := boxdir.RemoveAll(dataDir); err != nil {
-			errs = append(errs, fmt.Errorf("gc: %w", err))
-		}
-	}
-	return sandboxes, volumes, errors.Join(errs...)
-}
-
 // errExpired: a sandbox of an earlier run is past its maximum lifetime.
 var errExpired = errors.New("expired")
 
@@ -278,8 +251,10 @@ func (rc *reconciler) suspendLeftovers(ctx context.Context) map[string]bool {
 		if rc.f.isMember(r.ID) {
 			continue
 		}
-		kept[r.Box] = true
-		if r.Suspended == nil {
+		if kept[r.Box] = true; r.Suspended != nil {
+			continue
+		}
+		if _, _, err := rc.f.sandboxOf(ctx, r.Box, r.ID); err != nil { // a running one is a peer's: TakeOver's (handover.go)
 			rc.f.log.Info("thread has no sandbox: suspended", "thread", r.ID, "box", r.Box)
 			if err := rc.f.book.MarkSuspended(ctx, r.ID, nil, now, wire.ExitDied); err != nil {
 				rc.f.log.Error("suspend thread", "thread", r.ID, "err", err)

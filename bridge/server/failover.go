@@ -1,17 +1,40 @@
 package server
 
 import (
+	"context"
+	"errors"
+
+	"github.com/boxwire/boxwire/bridge/fleet"
+	"github.com/boxwire/boxwire/bridge/store"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
 // Fail-over between bridges on a shared store (issue 22, docs/store.md
-// "Fail-over"): the lease renewer hands letGo the threads whose lease
-// another bridge took.
+// "Fail-over"). The lease renewer (leases.go) works for failover: it
+// hands letGo the threads whose lease another bridge took, and has
+// takeOverOrphans take the threads of bridges that are gone; a client's
+// resume of such a thread takes it over too (takeOverIn).
 
 // closeMoved is the close text of a client whose thread another bridge
 // relays now; the close code is closeGoingAway, so it reconnects (to any
 // bridge, with after_seq).
 const closeMoved = "thread moved to another bridge: reconnect"
+
+// failover is the server as the lease renewer's leaseUser.
+type failover struct{ s *Server }
+
+// Live returns the ids of the threads registered now.
+func (f failover) Live() []string { return threadDirectory(f).Live() }
+
+// LetGo stops relaying thread id (letGo).
+func (f failover) LetGo(id string) { f.s.letGo(id) }
+
+// TakeOverOrphans takes over the gone bridges' threads (takeOverOrphans).
+func (f failover) TakeOverOrphans(ctx context.Context) { f.s.takeOverOrphans(ctx) }
+
+// Is makes a refusal of a thread another bridge relays the fleet's
+// ErrRelayedElsewhere: Reconcile leaves that bridge's sandbox to it.
+func (e relayedError) Is(target error) bool { return target == fleet.ErrRelayedElsewhere }
 
 // letGo stops relaying thread id, whose lease another bridge took: its
 // clients are closed (1001, closeMoved), its agent connection ends
@@ -41,4 +64,85 @@ func (s *Server) letGo(id string) {
 		t.log.Error("let go of the sandbox of a thread another bridge relays", "err", err)
 	}
 	t.log.Warn("stopped relaying the thread: another bridge holds its lease", "box", t.box.ID())
+}
+
+// takeOverOrphans takes over, on a store other bridges share, every
+// stored thread whose relay is gone: live (not suspended), of thread
+// scope, with no unexpired lease, not relayed here. Its running sandbox
+// is adopted (takeOverIn); one whose sandbox is gone is left for its next
+// client's resume.
+func (s *Server) takeOverOrphans(ctx context.Context) {
+	if _, shared := s.db.(store.Listener); !shared { // one bridge has the bbolt file
+		return
+	}
+	recs, err := s.cfg.Store.List(ctx)
+	if err != nil {
+		s.log.Warn("fail-over: list stored threads", "err", err)
+		return
+	}
+	ls, err := s.db.Leases(ctx)
+	if err != nil {
+		s.log.Warn("fail-over: list leases", "err", err)
+		return
+	}
+	leased := map[string]bool{}
+	for _, l := range ls {
+		leased[l.Thread] = true
+	}
+	for _, r := range recs {
+		if r.Suspended != nil || r.Box == "" || r.Scope != wire.ScopeThread || leased[r.ID] || s.leases.holds(r.ID) || s.lookup(r.ID) != nil {
+			continue
+		}
+		if _, err := s.takeOver(ctx, r.ID); err != nil && !errors.Is(err, fleet.ErrNoSandbox) && !errors.Is(err, fleet.ErrRelayedElsewhere) {
+			s.log.Warn("fail-over: take over a thread", "thread", r.ID, "err", err)
+		}
+	}
+}
+
+// takeOver takes thread id's lease and adopts its running sandbox, under
+// the thread's lifecycle lock; it returns the thread when this bridge
+// relays it then.
+func (s *Server) takeOver(ctx context.Context, id string) (*thread, error) {
+	unlock := s.fleet.LockThread(id)
+	defer unlock()
+	if t := s.lookup(id); t != nil {
+		return t, nil
+	}
+	ctx, cancel := s.untilClose(ctx)
+	defer cancel()
+	rec, ok, err := s.cfg.Store.Get(ctx, id) // again, under the lock
+	if err != nil || !ok || rec.Suspended != nil {
+		return nil, errors.Join(err, fleet.ErrNoSandbox)
+	}
+	if err := s.leases.acquire(ctx, id); err != nil {
+		return nil, err
+	}
+	t, done, err := s.takeOverIn(ctx, rec)
+	if !done {
+		return nil, fleet.ErrNoSandbox
+	}
+	return t, err
+}
+
+// takeOverIn adopts the running sandbox of rec's live thread, whose lease
+// this bridge has just taken (fleet.TakeOver: its proxies served again
+// in its folders, its agent greeted, the thread registered on its stored
+// log). done is false when rec is suspended or no sandbox of it runs: the
+// caller resumes it in a new one. The caller holds the thread's lock.
+func (s *Server) takeOverIn(ctx context.Context, rec ThreadRecord) (t *thread, done bool, err error) {
+	if rec.Suspended != nil || rec.Scope != wire.ScopeThread {
+		return nil, false, nil
+	}
+	err = s.fleet.TakeOver(ctx, rec.Box, rec.ID)
+	if errors.Is(err, fleet.ErrNoSandbox) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, true, err
+	}
+	if t = s.lookup(rec.ID); t == nil {
+		return nil, true, errors.New("took over the sandbox, but its thread did not start")
+	}
+	t.log.Info("took over a thread whose bridge is gone", "box", rec.Box, "sandbox", t.box.SandboxID())
+	return t, true, nil
 }

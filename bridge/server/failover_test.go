@@ -3,6 +3,9 @@ package server_test
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"net"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -10,14 +13,21 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/boxwire/boxwire/bridge/llmproxy"
 	"github.com/boxwire/boxwire/bridge/server"
 	"github.com/boxwire/boxwire/bridge/store/pgstore/pgtest"
+	"github.com/boxwire/boxwire/bridge/testutil"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
-// pgEnv is newEnvWith on a PostgreSQL store of its own (pgtest, real
-// server), with a short lease TTL; it skips unless BOXWIRE_PG_TESTS=1.
-func pgEnv(t *testing.T) (*env, string) {
+// failoverTTL is the lease TTL of the fail-over tests' bridges.
+const failoverTTL = 900 * time.Millisecond
+
+// pgDatabase starts a PostgreSQL for the test (pgtest, a real server)
+// and returns the URL of a new database on it; it skips unless
+// BOXWIRE_PG_TESTS=1. The server stops after the bridges made later
+// (cleanups run last first).
+func pgDatabase(t *testing.T) string {
 	t.Helper()
 	if !pgtest.Enabled() {
 		t.Skip("PostgreSQL tests are off: set " + pgtest.EnvVar + "=1 (make unit does)")
@@ -28,12 +38,19 @@ func pgEnv(t *testing.T) (*env, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = pg.Stop() }) // after the server's cleanup (LIFO)
+	t.Cleanup(func() { _ = pg.Stop() })
 	url, err := pg.NewDatabase(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return newEnvWith(t, func(c *server.Config) { c.StoreURL, c.LeaseTTL = url, 900*time.Millisecond }), url
+	return url
+}
+
+// pgEnv is newEnvWith on a PostgreSQL store of its own with a short lease
+// TTL.
+func pgEnv(t *testing.T) (*env, string) {
+	url := pgDatabase(t)
+	return newEnvWith(t, func(c *server.Config) { c.StoreURL, c.LeaseTTL = url, failoverTTL }), url
 }
 
 // closeOf reads until the connection closes and returns its close frame.
@@ -96,5 +113,94 @@ WHERE thread = $1 AND holder = 'bridge-test'`, id)
 	}
 	if !strings.Contains(e.logs.String(), "stopped relaying the thread") {
 		t.Fatalf("no log of letting the thread go:\n%s", e.logs.String())
+	}
+}
+
+// A bridge that stops (Close: its leases released, its sandboxes left
+// running) hands its thread to another bridge on the store, with no
+// client asking: the other adopts the running sandbox, made by the first
+// in its own data folder (its proxies served again there, its agent
+// greeted), no second sandbox is made, and a client of the second bridge
+// resumes by cursor — no event again, the seqs go on — and runs a turn
+// whose model call goes through the new relay's proxy.
+func TestTakeOverWhenItsBridgeStops(t *testing.T) {
+	url := pgDatabase(t)
+	a := newEnvWith(t, func(c *server.Config) { c.StoreURL, c.LeaseTTL = url, failoverTTL })
+	s, id := a.attach("", 0)
+	first := s.turn("m1", "hello")
+	last := first[len(first)-1].Seq
+	b := newEnvWith(t, func(c *server.Config) {
+		c.StoreURL, c.LeaseTTL, c.BridgeID, c.Manager = url, failoverTTL, "bridge-b", a.mgr
+	})
+	b.mgr = a.mgr
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	if err := a.srv.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, "bridge-b relays the thread", waitFor, func() bool {
+		return strings.Contains(b.logs.String(), "took over a thread whose bridge is gone")
+	})
+	r, _ := b.attachTo(id, last)
+	got := r.turn("m2", "again")
+	if got[0].Seq != last+1 {
+		t.Fatalf("after the takeover the first event is seq %d, want %d: %s", got[0].Seq, last+1, summary(got))
+	}
+	checkSeqs(t, got, last+1)
+	if live, specs, removed, _ := a.mgr.State(); live != 1 || len(specs) != 1 || len(removed) != 0 {
+		t.Fatalf("sandboxes: %d live, %d made, removed %v; want the first one only, still running", live, len(specs), removed)
+	}
+	if calls, _ := b.up.connections(); calls == 0 {
+		t.Fatal("the turn's model call did not go through bridge-b's proxy")
+	}
+	// The first bridge starts again on its data folder: its sandbox,
+	// which bridge-b relays now, is left to bridge-b — not adopted, not
+	// removed, its sockets untouched — and the thread goes on there.
+	a2, err := server.New(server.Config{Token: testToken, Image: "boxwire:test", DataDir: a.dataDir, Manager: a.mgr,
+		LLM: llmproxy.Config{Upstream: a.up.URL + "/v1", APIKey: testKey}, BridgeID: "bridge-test",
+		StoreURL: url, LeaseTTL: failoverTTL, Logger: slog.New(slog.NewTextHandler(a.logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a2.Close(context.Background())
+	if err := a2.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if live, specs, removed, _ := a.mgr.State(); live != 1 || len(specs) != 1 || len(removed) != 0 {
+		t.Fatalf("after the first bridge's restart: %d live, %d made, removed %v", live, len(specs), removed)
+	}
+	sock := filepath.Join(a.dataDir, "run", id, "llm.sock") // the box is the thread's: its id
+	if c, err := net.Dial("unix", sock); err != nil {
+		t.Fatalf("the sandbox's LLM socket does not answer after the first bridge's restart: %v", err)
+	} else {
+		c.Close()
+	}
+	before, _ := b.up.connections()
+	checkSeqs(t, r.turn("m3", "still there"), got[len(got)-1].Seq+1)
+	if after, _ := b.up.connections(); after != before+1 {
+		t.Fatalf("model calls through bridge-b's proxy went from %d to %d in a turn: the restart took its socket", before, after)
+	}
+}
+
+// attachTo attaches to thread id after seq afterSeq and returns the
+// session and the hello.
+func (e *env) attachTo(id string, afterSeq uint64) (*session, wire.Hello) {
+	e.t.Helper()
+	s := e.open(id, afterSeq)
+	env := s.read()
+	var h wire.Hello
+	if env.Type != wire.TypeHello || env.Decode(&h) != nil || h.Thread != id {
+		e.t.Fatalf("want hello of %s, got %s %s", id, env.Type, env.Data)
+	}
+	return s, h
+}
+
+// checkSeqs fails unless evs are numbered from, from+1, …
+func checkSeqs(t *testing.T, evs []wire.Envelope, from uint64) {
+	t.Helper()
+	for i, e := range evs {
+		if e.Seq != from+uint64(i) {
+			t.Fatalf("event %d has seq %d, want %d: %s", i, e.Seq, from+uint64(i), summary(evs))
+		}
 	}
 }

@@ -107,12 +107,21 @@ func (l *leases) acquire(ctx context.Context, thread string) error {
 	return nil
 }
 
+// leaseUser is what the lease renewer works for (failover.go): the
+// threads registered now, letting go of one whose lease another bridge
+// took, and taking over the threads of bridges that are gone.
+type leaseUser interface {
+	Live() []string
+	LetGo(id string)
+	TakeOverOrphans(ctx context.Context)
+}
+
 // run renews the leases every third of their ttl until ctx ends: the
-// bridge's own, and those of live (the threads registered now); a held
-// thread no longer live is released. A thread whose lease another bridge
-// took (it expired: this bridge could not renew it in time) is handed to
-// lost, which must stop relaying it (letGo).
-func (l *leases) run(ctx context.Context, live func() []string, lost func(id string)) {
+// bridge's own, and those of u's live threads; a held thread no longer
+// live is released. A thread whose lease another bridge took (it expired:
+// this bridge could not renew it in time) goes to u.LetGo, which stops
+// relaying it. Then u takes over what gone bridges left.
+func (l *leases) run(ctx context.Context, u leaseUser) {
 	tick := time.NewTicker(l.ttl / 3)
 	defer tick.Stop()
 	for {
@@ -121,10 +130,19 @@ func (l *leases) run(ctx context.Context, live func() []string, lost func(id str
 			return
 		case <-tick.C:
 		}
-		for _, id := range l.renew(ctx, live()) {
-			lost(id)
+		for _, id := range l.renew(ctx, u.Live()) {
+			u.LetGo(id)
 		}
+		u.TakeOverOrphans(ctx)
 	}
+}
+
+// holds reports whether this bridge took thread's lease and has not
+// released it.
+func (l *leases) holds(thread string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.held[thread]
 }
 
 // renew renews the leases and returns the live threads another bridge

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/boxwire/boxwire/bridge/fleet"
+	"github.com/boxwire/boxwire/bridge/fleet/collect"
 	"github.com/boxwire/boxwire/bridge/sandbox"
 	"github.com/boxwire/boxwire/bridge/store"
 	"github.com/boxwire/boxwire/bridge/wire"
@@ -65,7 +66,7 @@ func Collect(ctx context.Context, mgr sandbox.Manager, bridgeID, dataDir string)
 // may be shared by several bridges: there it forgets every thread but
 // those another bridge holds an unexpired lease of.
 func CollectIn(ctx context.Context, mgr sandbox.Manager, bridgeID, dataDir, storeURL string) (sandboxes, volumes int, err error) {
-	sandboxes, volumes, err = fleet.Collect(ctx, mgr, bridgeID, dataDir)
+	sandboxes, volumes, err = collect.Collect(ctx, mgr, bridgeID, dataDir)
 	if dataDir != "" || storeURL != "" {
 		err = errors.Join(err, forgetThreads(ctx, bridgeID, dataDir, storeURL))
 	}

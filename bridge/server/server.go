@@ -320,7 +320,7 @@ func New(cfg Config) (*Server, error) {
 	s.roll = rollout.API{Fleet: s.fleet, Log: s.log, Image: cfg.Image, Reload: cfg.ReloadImages}
 	s.pruner.Add(2)
 	go func() { defer s.pruner.Done(); retention.Run(ctx, retentionOf(s)) }() // bridge/retention, retention.go
-	go func() { defer s.pruner.Done(); s.leases.run(ctx, threadDirectory{s}.Live, s.letGo) }() // failover.go
+	go func() { defer s.pruner.Done(); s.leases.run(ctx, failover{s}) }()     // failover.go
 	return s, nil
 }
 
@@ -342,8 +342,9 @@ func (s *Server) fleetConfig() fleet.Config {
 		LLM: c.LLM, UsageEvents: c.UsageEvents, LLMAdmit: s.users.AdmitModelCall, LLMUsage: s.users.CountTokens, // bridge/users
 		Egress: c.Egress, EgressThreadMax: c.EgressThreadMax, Policy: c.Policy, EgressRoots: c.EgressRoots,
 		Posture: c.Posture,
-		Check:   s.egressCheck, // approvals.go
-		Adopt:   s.adoptThread, // reconcile.go
+		Check:   s.egressCheck,    // approvals.go
+		Adopt:   s.adoptThread,    // reconcile.go
+		Claim:   s.leases.acquire, // leases.go: a peer's sandbox is left to it (failover.go)
 	}
 }
 

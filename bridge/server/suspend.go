@@ -39,6 +39,9 @@ func (s *Server) resumeThread(ctx context.Context, id string) (t *thread, found 
 	if err := s.leases.acquire(ctx, id); err != nil { // another bridge relays it: no second sandbox (leases.go)
 		return nil, true, err
 	}
+	if t, done, err := s.takeOverIn(ctx, rec); done { // its bridge is gone, its sandbox runs (failover.go)
+		return t, true, err
+	}
 	b, conn, err := s.fleet.Acquire(ctx, s.fleet.ResumeOptions(rec), id)
 	if err != nil {
 		return nil, true, err
