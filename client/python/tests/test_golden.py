@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from boxwire import wire
+from boxwire._codec import from_dict, to_dict
 from boxwire.errors import CODES
 
 REPO = Path(__file__).resolve().parents[3]
@@ -31,6 +32,26 @@ def test_golden_roundtrip(path: Path) -> None:
     if isinstance(payload, wire.History):  # the events inside are messages too
         for inner in payload.events:
             assert wire.encode_payload(inner.payload()) == inner.data
+
+
+# The HTTP API's bodies (bridge/wire/testdata/http) round-trip too.
+HTTP_BODIES: dict[str, type] = {
+    "thread_info": wire.ThreadInfo,
+    "thread_info_suspended": wire.ThreadInfo,
+    "image_list": wire.ImageList,
+}
+HTTP_GOLDEN = sorted((REPO / "bridge" / "wire" / "testdata" / "http").glob("*.json"))
+
+
+def test_every_http_golden_has_a_class() -> None:
+    assert sorted(p.stem for p in HTTP_GOLDEN) == sorted(HTTP_BODIES)
+
+
+@pytest.mark.parametrize("path", HTTP_GOLDEN, ids=lambda p: p.stem)
+def test_http_golden_roundtrip(path: Path) -> None:
+    original = json.loads(path.read_text())
+    body = from_dict(HTTP_BODIES[path.stem], original)  # strict: every field known
+    assert to_dict(body) == original
 
 
 def _go_constants(pattern: str) -> set[str]:

@@ -9,9 +9,11 @@ import { httpRefusal, type WebSocketFactory } from "./socket.js";
 import { decodeMessage, type Message, WS_PATH } from "./wire/messages.js";
 import {
   CreateThread as CreateThreadCodec,
+  ImageList as ImageListCodec,
   ThreadInfo as ThreadInfoCodec,
   ThreadList as ThreadListCodec,
   type CreateThread,
+  type ImageList,
   type ThreadInfo,
   type TransferResult,
 } from "./wire/payloads.js";
@@ -86,6 +88,12 @@ export class Client {
   async listThreads(opts: CallOptions = {}): Promise<ThreadInfo[]> {
     const res = await this.fetch("GET", "/v1/threads", opts);
     return ThreadListCodec.decode(await res.json(), "threads").threads;
+  }
+
+  /** listImages lists the images createThread may name (GET /v1/images), the default first. */
+  async listImages(opts: CallOptions = {}): Promise<ImageList> {
+    const res = await this.fetch("GET", "/v1/images", opts);
+    return ImageListCodec.decode(await res.json(), "images");
   }
 
   /** deleteThread removes a thread, its sandbox, log and workspace; NotFoundError when there is none. */

@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { test } from "node:test";
-import { decodeMessage, encodeMessage, isEventType, MESSAGE_TYPES } from "boxwire";
+import { decodeMessage, encodeMessage, ImageList, isEventType, MESSAGE_TYPES, ThreadInfo, type Codec } from "boxwire";
 import { repoRoot } from "./paths.js";
 
 const dir = join(repoRoot, "bridge", "wire", "testdata");
@@ -26,6 +26,25 @@ for (const name of files) {
     if (msg.type !== "error") {
       assert.equal(isEventType(msg.type), msg.seq !== undefined, `${msg.type}: event type and seq disagree`);
     }
+  });
+}
+
+// The HTTP API's bodies (bridge/wire/testdata/http) round-trip through
+// their codecs too.
+const httpDir = join(dir, "http");
+const bodies: Record<string, Codec<unknown>> = { thread_info: ThreadInfo, thread_info_suspended: ThreadInfo, image_list: ImageList };
+const httpFiles = readdirSync(httpDir).filter((f) => f.endsWith(".json")).sort();
+
+test("every HTTP body golden file has a codec", () => {
+  assert.deepStrictEqual(httpFiles.map((f) => f.replace(/\.json$/, "")), Object.keys(bodies).sort());
+});
+
+for (const name of httpFiles) {
+  test(`golden http/${name} round-trips`, () => {
+    const want: unknown = JSON.parse(readFileSync(join(httpDir, name), "utf8"));
+    const codec = bodies[name.replace(/\.json$/, "")];
+    assert.ok(codec, `no codec for ${name}`);
+    assert.deepStrictEqual(codec.encode(codec.decode(want, name)), want);
   });
 }
 

@@ -132,6 +132,11 @@ class AsyncClient:
         resp = await self._call("GET", "/v1/threads")
         return [from_dict(wire.ThreadInfo, t, strict=False) for t in resp.json().get("threads") or []]
 
+    async def list_images(self) -> wire.ImageList:
+        """The images ``create_thread`` may name (GET /v1/images), the default first."""
+        resp = await self._call("GET", "/v1/images")
+        return from_dict(wire.ImageList, resp.json(), strict=False)
+
     async def update_thread(self, thread: str, *, egress: list[str]) -> wire.ThreadInfo:
         """Replace a thread's own egress rules (docs/egress-thread.md)."""
         resp = await self._call("PATCH", f"/v1/threads/{thread}", json={"egress": egress})

@@ -119,6 +119,9 @@ class Client:
     def list_threads(self) -> list[wire.ThreadInfo]:
         return self.call(self.aio.list_threads())
 
+    def list_images(self) -> wire.ImageList:
+        return self.call(self.aio.list_images())
+
     def update_thread(self, thread: str, *, egress: list[str]) -> wire.ThreadInfo:
         return self.call(self.aio.update_thread(thread, egress=egress))
 

@@ -584,6 +584,15 @@ class ThreadInfo:
     agent_hash: str = ""
     suspended: str | None = None
     owner: str = ""
+    posture: Posture | None = None
+
+
+@dataclass
+class ImageList:
+    """GET /v1/images: the images a thread may ask for, the default first."""
+
+    default: str
+    images: list[str]
 
 
 @dataclass

@@ -4,27 +4,28 @@
 
 import { arr, bool, json, merge, num, obj, object, oneOf, opt, record, str, type TypeOf } from "./codec.js";
 
+/** What an agent found about its confinement (wire.Posture): in its hello, and in thread info. */
+export const Posture = obj({
+  uid: num,
+  gid: num,
+  cap_eff: str,
+  cap_bnd: str,
+  no_new_privs: bool,
+  seccomp: num,
+  read_only_root: bool,
+  pids_max: num,
+  memory_max_bytes: num,
+  cpu_quota: opt(num),
+  errors: opt(arr(str)),
+});
+
 export const Hello = obj({
   version: num,
   role: oneOf("client", "bridge", "agent"),
   software: opt(str),
   thread: opt(str),
   after_seq: opt(num),
-  posture: opt(
-    obj({
-      uid: num,
-      gid: num,
-      cap_eff: str,
-      cap_bnd: str,
-      no_new_privs: bool,
-      seccomp: num,
-      read_only_root: bool,
-      pids_max: num,
-      memory_max_bytes: num,
-      cpu_quota: opt(num),
-      errors: opt(arr(str)),
-    }),
-  ),
+  posture: opt(Posture),
   instance: opt(str),
   agent_hash: opt(str),
 });
@@ -209,15 +210,20 @@ export const ThreadInfo = obj({
   agent_hash: opt(str),
   suspended: opt(str),
   owner: opt(str),
+  posture: opt(Posture),
 });
 
 export const ThreadList = obj({ threads: arr(ThreadInfo) });
+
+/** GET /v1/images: the images a thread may ask for, the default first. */
+export const ImageList = obj({ default: str, images: arr(str) });
 
 /** File transfers (docs/files.md). */
 export const FileResult = obj({ path: str, size: opt(num), code: opt(str), message: opt(str) });
 
 export const TransferResult = obj({ files: arr(FileResult), count: num, bytes: num, failed: num });
 
+export type Posture = TypeOf<typeof Posture>;
 export type Hello = TypeOf<typeof Hello>;
 export type Text = TypeOf<typeof Text>;
 export type ToolCall = TypeOf<typeof ToolCall>;
@@ -258,5 +264,6 @@ export type Ports = TypeOf<typeof Ports>;
 export type CreateThread = TypeOf<typeof CreateThread>;
 export type ThreadInfo = TypeOf<typeof ThreadInfo>;
 export type ThreadList = TypeOf<typeof ThreadList>;
+export type ImageList = TypeOf<typeof ImageList>;
 export type FileResult = TypeOf<typeof FileResult>;
 export type TransferResult = TypeOf<typeof TransferResult>;
