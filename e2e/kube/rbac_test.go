@@ -41,7 +41,9 @@ func applyRBAC(t *testing.T) {
 		case *corev1.ServiceAccount:
 			o.Namespace = namespace
 			_, err = cs.CoreV1().ServiceAccounts(namespace).Create(ctx, o, metav1.CreateOptions{})
-			t.Cleanup(func() { _ = cs.CoreV1().ServiceAccounts(namespace).Delete(context.Background(), o.Name, metav1.DeleteOptions{}) })
+			t.Cleanup(func() {
+				_ = cs.CoreV1().ServiceAccounts(namespace).Delete(context.Background(), o.Name, metav1.DeleteOptions{})
+			})
 		case *rbacv1.Role:
 			o.Namespace = namespace
 			_, err = cs.RbacV1().Roles(namespace).Create(ctx, o, metav1.CreateOptions{})
@@ -52,7 +54,9 @@ func applyRBAC(t *testing.T) {
 				o.Subjects[i].Namespace = namespace
 			}
 			_, err = cs.RbacV1().RoleBindings(namespace).Create(ctx, o, metav1.CreateOptions{})
-			t.Cleanup(func() { _ = cs.RbacV1().RoleBindings(namespace).Delete(context.Background(), o.Name, metav1.DeleteOptions{}) })
+			t.Cleanup(func() {
+				_ = cs.RbacV1().RoleBindings(namespace).Delete(context.Background(), o.Name, metav1.DeleteOptions{})
+			})
 		default:
 			t.Fatalf("rbac.yaml has a %T", obj)
 		}
