@@ -16,7 +16,6 @@ import signal
 import subprocess
 import tempfile
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -145,12 +144,3 @@ def bridge_env(bridge: Bridge) -> Iterator[Bridge]:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-
-
-def wait_until(cond: object, timeout: float = 30.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():  # type: ignore[operator]
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"{what} not met within {timeout}s")
