@@ -64,8 +64,9 @@ security: image
 	  awk -f e2e/filter.awk ; exit $${PIPESTATUS[0]}
 
 ## kube: the Kubernetes e2e tests (e2e/kube, docs/kubernetes.md) on a real
-## single-node cluster they start and stop (k8s/up.sh, k8s/down.sh; the
-## binaries are built once into /var/cache/boxwire-k8s), with $(IMAGE) in it
+## single-node cluster they start and stop (e2e/kube/cluster/up.sh and
+## down.sh; the binaries are built once into /var/cache/boxwire-k8s: about
+## 30 minutes the first time on two cores, then cached), with $(IMAGE) in it
 kube: image
 	BOXWIRE_K8S_TESTS=1 $(GO) test -race -count=1 -timeout $(E2E_TIMEOUT) -v ./e2e/kube/ 2>&1 | \
 	  awk -f e2e/filter.awk ; exit $${PIPESTATUS[0]}
@@ -74,9 +75,9 @@ test-k8s: kube
 ## k8s-up, k8s-down: start that cluster with $(IMAGE) imported (prints its
 ## kubeconfig; BOXWIRE_KUBECONFIG=... make kube then uses it), and stop it
 k8s-up: image
-	@K8S_IMAGES=$(IMAGE) bash k8s/up.sh
+	@K8S_IMAGES=$(IMAGE) bash e2e/kube/cluster/up.sh
 k8s-down:
-	@bash k8s/down.sh
+	@bash e2e/kube/cluster/down.sh
 
 ## stress: the unit suite RUNS times (default 10), every other run under CPU load, to find flaky tests
 stress: engine
@@ -87,8 +88,8 @@ stress: engine
 sdk-typescript: image build
 	cd client/typescript && npm ci --no-audit --no-fund && npm run check && npm test
 
-## test: lint, unit tests, the e2e suite, the SDKs' tests and the web page's
-test: lint unit e2e sdk-typescript sdk-python web
+## test: lint, unit tests, the e2e suite, the SDKs' tests, the web page's and the Kubernetes ones
+test: lint unit e2e sdk-typescript sdk-python web kube
 
 ## web: the browser page (bridge/web, docs/web.md): npm ci, strict tsc, the
 ## committed bundle is up to date, and its tests in Debian's Chromium

@@ -21,7 +21,7 @@ import (
 )
 
 // The suite runs only with BOXWIRE_K8S_TESTS=1. BOXWIRE_KUBECONFIG names a
-// cluster that is already up (k8s/up.sh, make k8s-up): the suite then
+// cluster that is already up (e2e/kube/cluster/up.sh, make k8s-up): the suite then
 // leaves it running; else it starts one and stops it at the end.
 var (
 	enabled   = os.Getenv("BOXWIRE_K8S_TESTS") == "1"
@@ -54,12 +54,12 @@ func run(m *testing.M) (code int) {
 	kubecfg = os.Getenv("BOXWIRE_KUBECONFIG")
 	if kubecfg == "" {
 		began := time.Now()
-		up := exec.Command("bash", filepath.Join(root, "k8s/up.sh"))
+		up := exec.Command("bash", filepath.Join(root, "e2e/kube/cluster/up.sh"))
 		up.Env = append(os.Environ(), "K8S_IMAGES="+image)
 		up.Stderr = os.Stderr
 		out, err := up.Output()
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "e2e/kube: k8s/up.sh:", err)
+			fmt.Fprintln(os.Stderr, "e2e/kube: e2e/kube/cluster/up.sh:", err)
 			down(root)
 			return 1
 		}
@@ -112,10 +112,10 @@ func down(root string) {
 	if os.Getenv("BOXWIRE_K8S_KEEP") == "1" {
 		return
 	}
-	cmd := exec.Command("bash", filepath.Join(root, "k8s/down.sh"))
+	cmd := exec.Command("bash", filepath.Join(root, "e2e/kube/cluster/down.sh"))
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "e2e/kube: k8s/down.sh:", err)
+		fmt.Fprintln(os.Stderr, "e2e/kube: e2e/kube/cluster/down.sh:", err)
 	}
 }
 

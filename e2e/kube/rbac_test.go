@@ -22,11 +22,11 @@ import (
 	"github.com/boxwire/boxwire/client/chat"
 )
 
-// applyRBAC makes the objects of deploy/kubernetes/rbac.yaml in the
+// applyRBAC makes the objects of bridge/sandbox/kube/deploy/rbac.yaml in the
 // suite's namespace and removes them when the test ends.
 func applyRBAC(t *testing.T) {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(repoRoot(), "deploy/kubernetes/rbac.yaml"))
+	raw, err := os.ReadFile(filepath.Join(repoRoot(), "bridge/sandbox/kube/deploy/rbac.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ current-context: c
 	return path
 }
 
-// A bridge whose identity has only deploy/kubernetes/rbac.yaml's Role runs
+// A bridge whose identity has only bridge/sandbox/kube/deploy/rbac.yaml's Role runs
 // a thread end to end (pod, claim, relay, logs, delete, gc), and that
 // identity can do nothing outside its namespace.
 func TestKubeBridgeWithItsRole(t *testing.T) {

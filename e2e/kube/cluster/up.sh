@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
-# k8s/up.sh — start a real single-node Kubernetes cluster on this machine for
+# e2e/kube/cluster/up.sh — start a real single-node Kubernetes cluster on this machine for
 # the Kubernetes tests (docs/kubernetes.md, ../shared/KUBERNETES.md):
 # etcd, kube-apiserver, kube-controller-manager, kube-scheduler, a private
 # containerd (never dockerd's) and the kubelet, all inside a network
 # namespace the script makes (veth 10.250.0.1 on the host, 10.250.0.2 in
 # it), so all traffic stays between things it started. Pods get a dummy
-# eth0 connected to nothing (k8s/cni-dummy). A volume provisioner
-# (k8s/provisioner) serves the StorageClass boxwire-test.
+# eth0 connected to nothing (e2e/kube/cluster/cni-dummy). A volume provisioner
+# (e2e/kube/cluster/provisioner) serves the StorageClass boxwire-test.
 #
-#   K8S_STATE (default /var/lib/boxwire-k8s)  K8S_CACHE (k8s/build.sh)
+#   K8S_STATE (default /var/lib/boxwire-k8s)  K8S_CACHE (e2e/kube/cluster/build.sh)
 #   K8S_IMAGES: docker images to import (default $IMAGE or boxwire:latest)
 #
-# Installs what is missing (Debian packages, the binaries: k8s/build.sh).
+# Installs what is missing (Debian packages, the binaries: e2e/kube/cluster/build.sh).
 # Writes $K8S_STATE/kubeconfig (cluster admin) and prints its path. Safe to
 # run again: a cluster already up is only given the images again.
 set -euo pipefail
@@ -24,7 +24,7 @@ HOST_IP=10.250.0.1
 NODE_IP=10.250.0.2
 NODE=boxwire-node
 images=${K8S_IMAGES:-${IMAGE:-boxwire:latest}}
-log() { echo "k8s/up: $*" >&2; }
+log() { echo "kube cluster up: $*" >&2; }
 
 mkdir -p "$S"/{pids,logs,pki,cni/bin,cni/net.d,pv,etcd} "$cache"
 inns() { nsenter --net=/run/netns/$NS "$@"; }
@@ -38,9 +38,15 @@ if [ ! -x "$debroot/usr/bin/etcd" ] || [ ! -x "$debroot/usr/lib/cni/loopback" ];
     { apt-get update -qq && apt-get download etcd-server containernetworking-plugins >/dev/null; }; })
   for d in "$cache"/etcd-server_*.deb "$cache"/containernetworking-plugins_*.deb; do dpkg -x "$d" "$debroot"; done
 fi
-for t in containerd ctr runc openssl nsenter ip docker; do
-  command -v $t >/dev/null || { log "$t is missing (apt-get install containerd runc openssl util-linux iproute2 docker.io)"; exit 1; }
+missing=()
+for tp in containerd:containerd ctr:containerd runc:runc openssl:openssl nsenter:util-linux ip:iproute2 curl:curl; do
+  command -v "${tp%%:*}" >/dev/null || missing+=("${tp#*:}")
 done
+if [ ${#missing[@]} -gt 0 ]; then
+  log "installing ${missing[*]}"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+command -v docker >/dev/null || { log "docker is missing: make engine installs it"; exit 1; }
 bin=$(bash "$here/build.sh")
 GOFLAGS=-buildvcs=false CGO_ENABLED=0 go build -trimpath -o "$cache/provisioner" "$here/provisioner"
 cp "$debroot/usr/lib/cni/loopback" "$here/cni-dummy" "$S/cni/bin/"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# k8s/build.sh — build kube-apiserver, kubelet, kube-scheduler and
+# e2e/kube/cluster/build.sh — build kube-apiserver, kubelet, kube-scheduler and
 # kube-controller-manager (PersistentVolume binding, ServiceAccounts) from the Go
 # module proxy into a cache directory, once. A rerun with the binaries there
 # takes no time; with them gone but the Go build cache warm, seconds.
@@ -27,9 +27,11 @@ minor=${version#v*.}; minor=${minor%%.*}
 
 # The wrapper module: require k8s.io/kubernetes and replace every staging
 # module (its go.mod points them at ./staging, which a module cannot use).
-mods=$(curl -fsS "https://proxy.golang.org/k8s.io/kubernetes/@v/$version.mod" |
-  awk '$2 == "=>" && $3 ~ /^\.\/staging\// { print $1 }')
-[ -n "$mods" ] || { echo "k8s/build.sh: no staging modules in k8s.io/kubernetes $version's go.mod" >&2; exit 1; }
+# (Through the go command, so that GOPROXY is honoured.)
+gomod=$(cd "$src" && GOFLAGS=-mod=mod "$go" mod download -json "k8s.io/kubernetes@$version" |
+  sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",*$/\1/p')
+mods=$(awk '$2 == "=>" && $3 ~ /^\.\/staging\// { print $1 }' "$gomod")
+[ -n "$mods" ] || { echo "e2e/kube/cluster/build.sh: no staging modules in k8s.io/kubernetes $version's go.mod" >&2; exit 1; }
 {
   echo "module boxwire.local/k8sbuild"
   echo
@@ -61,5 +63,5 @@ for c in "${cmds[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
 start=$(date +%s)
 CGO_ENABLED=0 "$go" build -trimpath -ldflags "$ld" -o "$bin.tmp/" "${pkgs[@]}"
 mv "$bin.tmp"/* "$bin"/ && rmdir "$bin.tmp"
-echo "k8s/build.sh: built ${cmds[*]} $version in $(( $(date +%s) - start )) s" >&2
+echo "e2e/kube/cluster/build.sh: built ${cmds[*]} $version in $(( $(date +%s) - start )) s" >&2
 echo "$bin"

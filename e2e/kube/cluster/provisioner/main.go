@@ -1,4 +1,4 @@
-// Command provisioner is the test cluster's volume provisioner (k8s/up.sh):
+// Command provisioner is the test cluster's volume provisioner (e2e/kube/cluster/up.sh):
 // for each claim of its StorageClass that has no volume it makes a
 // hostPath PersistentVolume in a folder of its own, owned by the sandbox
 // user, bound to that claim; when a claim is deleted and its volume is

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# k8s/down.sh — stop the cluster k8s/up.sh started and leave the machine as
+# e2e/kube/cluster/down.sh — stop the cluster e2e/kube/cluster/up.sh started and leave the machine as
 # it was: every pod deleted (the kubelet tears their sandboxes down), the
 # processes it started ended by their recorded pids, leftover containers
 # of its private containerd removed, its mounts undone, the network
@@ -12,7 +12,7 @@ S=${K8S_STATE:-/var/lib/boxwire-k8s}
 NS=boxwire-k8s
 NODE_IP=10.250.0.2
 P=$S/pki
-log() { echo "k8s/down: $*" >&2; }
+log() { echo "kube cluster down: $*" >&2; }
 [ -d "$S" ] || exit 0
 
 running() { [ -f "$S/pids/$1" ] && kill -0 "$(cat "$S/pids/$1")" 2>/dev/null; }
@@ -57,7 +57,7 @@ stop etcd
 awk -v s="$S" '$2 == s || index($2, s "/") == 1 { print $2 }' /proc/mounts | sort -r | while read -r m; do
   umount -l "$m" 2>/dev/null
 done
-# Pod network namespaces the CRI made (recorded by k8s/up.sh as cni-*).
+# Pod network namespaces the CRI made (recorded by e2e/kube/cluster/up.sh as cni-*).
 for n in $(ip netns list 2>/dev/null | awk '{print $1}' | grep '^cni-'); do
   if [ -f "$S/netns.before" ] && grep -qx "$n" "$S/netns.before"; then continue; fi
   ip netns delete "$n" 2>/dev/null

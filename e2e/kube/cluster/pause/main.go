@@ -1,4 +1,4 @@
-// Command pause is the test cluster's pod sandbox image (k8s/up.sh): it
+// Command pause is the test cluster's pod sandbox image (e2e/kube/cluster/up.sh): it
 // holds the pod's namespaces and waits for SIGTERM or SIGINT.
 package main
 
