@@ -132,7 +132,7 @@ func benchMemory(t *testing.T, e *env, r *report) {
 	per := float64(rssKiB(t, pid)-before) / sessions
 	anon := float64(statusOf(t, pid, "RssAnon:")-anon0) / sessions
 	file := max(float64(statusOf(t, pid, "RssFile:")-file0)/sessions, 0) // page cache the kernel took back shows as a drop
-	writeProfile(t, e, "memory-heap", "heap") // bench_profile_test.go: after the readings
+	writeProfile(t, e, "memory-heap", "heap")                            // bench_profile_test.go: after the readings
 	writeProfile(t, e, "memory-goroutine", "goroutine")
 	r.add(figure{name: "bridge_kib_per_session", value: per, unit: "KiB",
 		target: "≤ 256 KiB each", met: met(per <= 256),
