@@ -53,10 +53,3 @@ func (m *Mutex) Lock(key string) (unlock func()) {
 		})
 	}
 }
-
-// held reports how many keys have an entry (for tests).
-func (m *Mutex) held() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return len(m.locks)
-}
