@@ -23,6 +23,7 @@ import (
 	"github.com/boxwire/boxwire/bridge/wire"
 	"github.com/boxwire/boxwire/client/chat"
 	"github.com/boxwire/boxwire/e2e/llmscript"
+	openai "github.com/sashabaranov/go-openai"
 )
 
 // The e2e suite runs only when BOXWIRE_E2E=1 (make e2e sets it): it needs a
@@ -204,33 +205,44 @@ func (e *env) setEgress(id string, rules []string) (wire.ThreadInfo, error) {
 	return chat.SetEgress(ctx, chat.Config{URL: e.bridge.url + wire.Path, Token: e.token}, id, rules)
 }
 
+// lastChat returns the messages of the newest chat request the scripted
+// model got that had any (nil when none had), and them as role:content
+// for failure messages.
+func (e *env) lastChat() ([]openai.ChatCompletionMessage, string) {
+	reqs := e.llm.Requests()
+	for i := len(reqs) - 1; i >= 0; i-- {
+		if msgs := reqs[i].Chat.Messages; len(msgs) > 0 {
+			all := make([]string, len(msgs))
+			for k, m := range msgs {
+				all[k] = m.Role + ":" + m.Content
+			}
+			return msgs, strings.Join(all, " | ")
+		}
+	}
+	return nil, "no chat request"
+}
+
+// said reports whether one of msgs has role and contains s.
+func said(msgs []openai.ChatCompletionMessage, role, s string) bool {
+	return slices.ContainsFunc(msgs, func(m openai.ChatCompletionMessage) bool {
+		return m.Role == role && strings.Contains(m.Content, s)
+	})
+}
+
 // lastChatHas reports whether the model's newest chat request has a user
 // message containing each of want and none containing any of not; it also
 // returns the request's messages for failure messages.
 func (e *env) lastChatHas(want, not []string) (bool, string) {
-	reqs := e.llm.Requests()
-	for i := len(reqs) - 1; i >= 0; i-- {
-		msgs := reqs[i].Chat.Messages
-		if len(msgs) == 0 {
-			continue
-		}
-		var users, all []string
-		for _, m := range msgs {
-			all = append(all, m.Role+":"+m.Content)
-			if m.Role == "user" {
-				users = append(users, m.Content)
-			}
-		}
-		has := func(s string) bool {
-			return slices.ContainsFunc(users, func(u string) bool { return strings.Contains(u, s) })
-		}
-		ok := !slices.ContainsFunc(not, has)
-		for _, w := range want {
-			ok = ok && has(w)
-		}
-		return ok, strings.Join(all, " | ")
+	msgs, all := e.lastChat()
+	if msgs == nil {
+		return false, all
 	}
-	return false, "no chat request"
+	has := func(s string) bool { return said(msgs, "user", s) }
+	ok := !slices.ContainsFunc(not, has)
+	for _, w := range want {
+		ok = ok && has(w)
+	}
+	return ok, all
 }
 
 // exportSeqs reads the thread's transcript through the export endpoint
@@ -258,22 +270,8 @@ func (e *env) exportSeqs(thread string) []uint64 {
 // got carries a user message containing user and an assistant message
 // containing assistant: the conversation from before a replacement.
 func (e *env) rememberedIn(user, assistant string) (bool, string) {
-	reqs := e.llm.Requests()
-	for i := len(reqs) - 1; i >= 0; i-- {
-		msgs := reqs[i].Chat.Messages
-		if len(msgs) == 0 {
-			continue
-		}
-		var u, a bool
-		var roles []string
-		for _, m := range msgs {
-			roles = append(roles, m.Role+":"+m.Content)
-			u = u || (m.Role == "user" && strings.Contains(m.Content, user))
-			a = a || (m.Role == "assistant" && strings.Contains(m.Content, assistant))
-		}
-		return u && a, strings.Join(roles, " | ")
-	}
-	return false, "no chat requests"
+	msgs, all := e.lastChat()
+	return said(msgs, "user", user) && said(msgs, "assistant", assistant), all
 }
 
 // workspaceDir is where a bridge on dataDir keeps its capped workspaces'
