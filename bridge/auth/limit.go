@@ -16,7 +16,8 @@ type FailureLimit struct {
 	Window time.Duration
 }
 
-// maxTracked bounds the addresses remembered; the oldest windows go first.
+// maxTracked bounds the addresses remembered: at the bound, the expired
+// windows are forgotten, and every window when too few have expired (prune).
 const maxTracked = 100000
 
 type failureLimiter struct {
