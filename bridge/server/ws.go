@@ -56,7 +56,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx, stopHangup := hangup.Watch(r.Context(), conn.NetConn()) // bridge/internal/hangup: a client that leaves stops creation
-	t, err := s.threadFor(ctx, hello)
+	t, err := onOwnStack(func() (*thread, error) { return s.threadFor(ctx, hello) })
 	stopHangup()
 	if err != nil && s.forward(r, conn, helloEnv, err) { // another bridge relays the thread (forward.go)
 		return
@@ -133,6 +133,23 @@ func (s *Server) threadFor(ctx context.Context, hello wire.Hello) (*thread, erro
 	ctx, cancel := s.untilClose(ctx)
 	defer cancel()
 	return s.createThread(ctx, wire.CreateThread{})
+}
+
+// onOwnStack runs f on a goroutine of its own and waits for it. Creating
+// a thread calls deep (the engine's API, JSON, the store) and grows the
+// stack of the goroutine it runs on to tens of KiB; the connection's
+// handler goroutine then idles for hours with that stack, one per
+// connection. On a goroutine that ends, the stack goes with it.
+func onOwnStack[T any](f func() (T, error)) (T, error) {
+	var v T
+	var err error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		v, err = f()
+	}()
+	<-done
+	return v, err
 }
 
 // errorFor turns a handshake failure into the error a client is sent.

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -140,6 +141,11 @@ func (g *Greeter) Wait(ctx context.Context, t Target, id string, claim bool) (*w
 	}
 }
 
+// agentWriteBuffers are the write buffers of agent connections: an idle
+// connection (most of a bridge's) holds none, each message takes one and
+// gives it back once written.
+var agentWriteBuffers = &sync.Pool{}
+
 // Dial dials the agent's socket in t's folder once (without trusting the
 // name, boxdir.Dirs.DialAgent), exchanges hello for thread id, checks the
 // agent's posture under t's runtime and, when claim is set, hands the
@@ -153,6 +159,7 @@ func (g *Greeter) Dial(ctx context.Context, t Target, id string, claim bool) (*w
 			return dirs.DialAgent(ctx, AgentSocket)
 		},
 		HandshakeTimeout: HelloTimeout,
+		WriteBufferPool:  agentWriteBuffers,
 	}
 	conn, _, err := d.DialContext(ctx, "ws://agent"+wire.Path, nil)
 	if err != nil {
