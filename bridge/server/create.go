@@ -45,7 +45,7 @@ func (s *Server) createThread(ctx context.Context, req wire.CreateThread) (*thre
 	t.gate.SetPolicy(pol)
 	s.fleet.Linked(b, id, b.SandboxID())
 	// Under the box's lock, so a PATCH of the sandbox's egress rules
-	// (egress_update.go) finds this thread registered with the rules it
+	// (bridge/threadops: SetEgress) finds this thread registered with the rules it
 	// stored, or runs after.
 	unlockBox := s.fleet.LockBox(b.ID())
 	rec := ThreadRecord{ID: id, Box: b.ID(), Scope: b.Scope(), Assistant: b.Assistant(),

@@ -42,6 +42,10 @@
 // audit), approvals and redaction (bridge/approval: a Gate per thread),
 // the rollout API (bridge/rollout), the Host check (bridge/hostcheck),
 // file transfers (bridge/files), browser sessions and the page
-// (bridge/web), thread records over the store (bridge/recordstore).
+// (bridge/web), thread records over the store (bridge/recordstore),
+// describing threads and changing their sandboxes for the threads API
+// (bridge/threadops), GET /metrics (bridge/metrics), the settings and
+// their defaults (bridge/config), forwarding a client to another bridge
+// (bridge/internal/wsrelay).
 // docs/architecture.md is the map.
 package server

@@ -2,18 +2,12 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
-	"net"
 	"net/http"
-	"strings"
-	"sync"
-	"time"
 
 	"github.com/gorilla/websocket"
 
+	"github.com/boxwire/boxwire/bridge/internal/wsrelay"
 	"github.com/boxwire/boxwire/bridge/store"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
@@ -27,9 +21,6 @@ import (
 // and authorizes the client again; browser sessions (cookies) are per
 // bridge and are not forwarded.
 
-// forwardDialTimeout bounds dialling the relay and its handshake.
-const forwardDialTimeout = 10 * time.Second
-
 // relayedError is a refusal of a thread another bridge relays: the
 // client's error (a wire.Error), and that bridge's id.
 type relayedError struct {
@@ -40,17 +31,14 @@ type relayedError struct {
 func (e relayedError) Error() string { return e.werr.Error() }
 func (e relayedError) Unwrap() error { return e.werr }
 
-// announce tells the other bridges on the store where they reach this one:
-// Config.AdvertiseURL, else listening (the address Run serves on) when it
-// names a host (not 0.0.0.0 or ::). Run calls it once it listens.
+// announce tells the other bridges on the store where they reach this one
+// (wsrelay.Advertised: Config.AdvertiseURL, else listening when it names a
+// host). Run calls it once it listens.
 func (s *Server) announce(listening string) {
-	addr := s.cfg.AdvertiseURL
+	addr := wsrelay.Advertised(s.cfg.AdvertiseURL, listening)
 	if addr == "" {
-		if host := hostOf(listening); host == "" || net.ParseIP(host).IsUnspecified() {
-			s.log.Info("not announced to other bridges: set --advertise-url", "listening", listening)
-			return
-		}
-		addr = listening
+		s.log.Info("not announced to other bridges: set --advertise-url", "listening", listening)
+		return
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, readyTimeout)
 	defer cancel()
@@ -59,15 +47,6 @@ func (s *Server) announce(listening string) {
 		return
 	}
 	s.leases.announced(addr)
-}
-
-func hostOf(rawURL string) string {
-	rest := rawURL[strings.Index(rawURL, "://")+3:]
-	host, _, err := net.SplitHostPort(rest)
-	if err != nil {
-		return ""
-	}
-	return host
 }
 
 // forward serves conn, whose hello (helloEnv) named a thread another
@@ -84,7 +63,7 @@ func (s *Server) forward(r *http.Request, conn *websocket.Conn, helloEnv wire.En
 		return false
 	}
 	log := s.log.With("thread", helloEnv.Thread, "relay", re.holder, "remote", r.RemoteAddr)
-	up, err := dialRelay(r.Context(), addr, r.Header, helloEnv)
+	up, err := wsrelay.Dial(r.Context(), addr, r.Header, helloEnv)
 	if err != nil {
 		log.Warn("forward a client to the thread's relay", "err", err)
 		reject(conn, wire.ErrorEnvelope(helloEnv.Thread, helloEnv.ID, wire.CodeSandboxUnavailable,
@@ -97,7 +76,7 @@ func (s *Server) forward(r *http.Request, conn *websocket.Conn, helloEnv wire.En
 		up.Close()
 	})
 	defer stop()
-	splice(conn, up)
+	wsrelay.Splice(conn, up) // bridge/internal/wsrelay
 	log.Info("forwarded client detached")
 	return true
 }
@@ -106,89 +85,9 @@ func (s *Server) forward(r *http.Request, conn *websocket.Conn, helloEnv wire.En
 func (s *Server) bridgeAddress(ctx context.Context, id string) string {
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
-	bs, err := s.db.Bridges(ctx)
+	addr, err := wsrelay.Address(ctx, s.db, id)
 	if err != nil {
-		s.log.Warn("list the bridges", "err", err)
-		return ""
+		s.log.Warn("find the relay's address", "err", err)
 	}
-	for _, b := range bs {
-		if b.ID == id {
-			return b.Address
-		}
-	}
-	return ""
-}
-
-// dialRelay opens the WebSocket to the relay at addr with the client's
-// credential and sends it the client's hello.
-func dialRelay(ctx context.Context, addr string, h http.Header, hello wire.Envelope) (*websocket.Conn, error) {
-	ctx, cancel := context.WithTimeout(ctx, forwardDialTimeout)
-	defer cancel()
-	u := strings.Replace(strings.Replace(addr, "https://", "wss://", 1), "http://", "ws://", 1) + wire.Path
-	fwd := http.Header{}
-	if a := h.Get("Authorization"); a != "" {
-		fwd.Set("Authorization", a)
-	}
-	up, resp, err := websocket.DefaultDialer.DialContext(ctx, u, fwd)
-	if err != nil {
-		if resp != nil {
-			return nil, fmt.Errorf("dial %s: %w (%s)", u, err, resp.Status)
-		}
-		return nil, fmt.Errorf("dial %s: %w", u, err)
-	}
-	data, err := json.Marshal(hello)
-	if err == nil {
-		err = up.WriteMessage(websocket.TextMessage, data)
-	}
-	if err != nil {
-		up.Close()
-		return nil, fmt.Errorf("send hello to %s: %w", u, err)
-	}
-	return up, nil
-}
-
-// splice copies every message from a to b and from b to a until either
-// side ends; a close frame is passed on with its code. It returns when
-// both copies have, with both connections closed.
-func splice(a, b *websocket.Conn) {
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		pipe(b, a)
-	}()
-	pipe(a, b)
-	wg.Wait()
-}
-
-// pipe copies src's messages to dst (dst's only writer) until src ends,
-// then passes the close on and closes both.
-func pipe(dst, src *websocket.Conn) {
-	defer dst.Close()
-	defer src.Close()
-	for {
-		typ, r, err := src.NextReader()
-		if err != nil {
-			code, text := websocket.CloseGoingAway, "the other side went away"
-			var ce *websocket.CloseError
-			if errors.As(err, &ce) {
-				code, text = ce.Code, ce.Text
-			}
-			if code == websocket.CloseNoStatusReceived || code == websocket.CloseAbnormalClosure {
-				code = websocket.CloseGoingAway
-			}
-			_ = dst.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, text), time.Now().Add(time.Second))
-			return
-		}
-		w, err := dst.NextWriter(typ)
-		if err != nil {
-			return
-		}
-		if _, err := io.Copy(w, r); err != nil {
-			return
-		}
-		if err := w.Close(); err != nil {
-			return
-		}
-	}
+	return addr
 }

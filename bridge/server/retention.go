@@ -16,18 +16,9 @@ const StoreFile = "boxwire.db"
 // storeOpenTimeout bounds connecting to the store and migrating it.
 const storeOpenTimeout = time.Minute
 
-// defaultRetentionInterval is how often retention runs by default.
-const defaultRetentionInterval = 10 * time.Minute
-
 // openStore opens the store (Config.StoreURL, OpenStore) and, when cfg
 // has no ThreadStore, makes it the thread store.
 func openStore(cfg *Config) (store.Backend, error) {
-	if cfg.MaxStoredOutput <= 0 {
-		cfg.MaxStoredOutput = DefaultMaxStoredOutput
-	}
-	if cfg.RetentionInterval <= 0 {
-		cfg.RetentionInterval = defaultRetentionInterval
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), storeOpenTimeout)
 	defer cancel()
 	db, err := OpenStore(ctx, cfg.StoreURL, cfg.DataDir, store.Options{Retention: cfg.Retention, Logger: cfg.Logger, SyncInterval: cfg.StoreSync})

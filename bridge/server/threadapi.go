@@ -3,18 +3,26 @@ package server
 import (
 	"context"
 	"net/http"
-	"sort"
+	"time"
 
+	"github.com/boxwire/boxwire/bridge/fleet"
 	"github.com/boxwire/boxwire/bridge/threadapi"
-	"github.com/boxwire/boxwire/bridge/users"
+	"github.com/boxwire/boxwire/bridge/threadops"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
 // The threads HTTP API is bridge/threadapi's; threadsAPI is the server's
-// threads as it sees them (threadapi.Threads). Handler mounts its routes.
+// threads as it sees them (threadapi.Threads). Describing threads and
+// changing their sandboxes (list, get, egress rules, image) are
+// bridge/threadops' (Server.ops, over liveThreads); creating and deleting
+// them are here. Handler mounts the routes.
 
-// threadsAPI answers bridge/threadapi for the server.
-type threadsAPI struct{ s *Server }
+// threadsAPI answers bridge/threadapi for the server: List, Get, Known,
+// MoveImage and SetEgress are its Ops'.
+type threadsAPI struct {
+	*threadops.Ops
+	s *Server
+}
 
 // httpError maps an error of making or resuming a thread to a status and
 // the wire error a client is sent.
@@ -42,53 +50,20 @@ func (a threadsAPI) Create(ctx context.Context, req wire.CreateThread) (wire.Thr
 		return wire.ThreadInfo{}, wireError(err)
 	}
 	t.log.Info("thread created", "scope", t.box.Scope(), "box", t.box.ID())
-	return s.info(ctx, t), nil
+	return a.Info(ctx, t), nil
 }
 
-// List describes every live and suspended thread the caller may see.
-func (a threadsAPI) List(ctx context.Context, owner string) []wire.ThreadInfo {
-	s := a.s
-	s.mu.Lock()
-	threads := make([]*thread, 0, len(s.threads))
-	for _, t := range s.threads {
-		threads = append(threads, t)
-	}
-	s.mu.Unlock()
-	list := []wire.ThreadInfo{}
-	for _, t := range threads {
-		list = append(list, s.info(ctx, t))
-	}
-	list = append(list, s.suspendedInfos(ctx)...) // suspend.go
-	list = s.users.Filter(ctx, list, owner)       // bridge/users
-	sort.Slice(list, func(i, j int) bool { return list[i].Created.Before(list[j].Created) })
-	return list
-}
-
-// Get describes thread id, live or suspended.
-func (a threadsAPI) Get(ctx context.Context, id string) (wire.ThreadInfo, error) {
-	s := a.s
-	t := s.lookup(id)
-	if rec, ok := s.suspendedRecord(ctx, id); t == nil && ok { // suspend.go
-		info := s.suspendedInfo(rec)
-		info.Owner = users.OwnerName(rec.Owner)
-		return info, nil
-	}
-	if t == nil {
-		return wire.ThreadInfo{}, threadapi.ErrNoThread
-	}
-	return s.info(ctx, t), nil
-}
-
-// Delete removes thread id: a suspended one's record, log and volume, a
-// live one with removeThread (audited). It is carried out whole even when
-// its client hangs up meanwhile, within deleteTimeout.
+// Delete removes thread id: a suspended one's record, log and volume
+// (fleet.RemoveSuspended), a live one with removeThread (audited). It is
+// carried out whole even when its client hangs up meanwhile, within
+// deleteTimeout.
 func (a threadsAPI) Delete(ctx context.Context, id, remote string) error {
 	s := a.s
 	t := s.lookup(id)
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deleteTimeout)
 	defer cancel()
-	if _, ok := s.suspendedRecord(dctx, id); t == nil && ok { // suspend.go: thread, log and volume
-		return s.removeSuspended(dctx, id)
+	if _, ok := a.Suspended(dctx, id); t == nil && ok { // thread, log and volume
+		return s.fleet.RemoveSuspended(dctx, id)
 	}
 	if t == nil {
 		return threadapi.ErrNoThread
@@ -102,20 +77,6 @@ func (a threadsAPI) Delete(ctx context.Context, id, remote string) error {
 	return nil
 }
 
-// Known reports whether thread id has a record or is live.
-func (a threadsAPI) Known(ctx context.Context, id string) (bool, error) {
-	_, ok, err := a.s.cfg.Store.Get(ctx, id)
-	return ok || a.s.lookup(id) != nil, err
-}
-
-// MoveImage moves thread id to image (moveImage, rollout_api.go) until the
-// request or the server ends.
-func (a threadsAPI) MoveImage(ctx context.Context, id, image string) (wire.ThreadInfo, error) {
-	ctx, cancel := a.s.untilClose(ctx)
-	defer cancel()
-	return a.s.moveImage(ctx, id, image)
-}
-
 // ThreadEgress checks a thread's egress rules (fleet.ThreadEgress).
 func (a threadsAPI) ThreadEgress(rules []string) ([]string, error) {
 	canon, err := a.s.fleet.ThreadEgress(rules)
@@ -123,14 +84,6 @@ func (a threadsAPI) ThreadEgress(rules []string) ([]string, error) {
 		return nil, wireError(err)
 	}
 	return canon, nil
-}
-
-// SetEgress sets thread id's sandbox's rules (setEgress, egress_update.go)
-// until the request or the server ends.
-func (a threadsAPI) SetEgress(ctx context.Context, id string, rules []string) (wire.ThreadInfo, error) {
-	ctx, cancel := a.s.untilClose(ctx)
-	defer cancel()
-	return a.s.setEgress(ctx, id, rules, wire.EgressByAPI)
 }
 
 // Flush waits for the store's queued appends.
@@ -145,7 +98,7 @@ func (a threadsAPI) Events(id string, after uint64, limit int) ([]wire.Envelope,
 // transfers behind the users' guards: routes naming a thread answer 404
 // for another user's (bridge/users).
 func (s *Server) threadRoutes(mux *http.ServeMux) {
-	u, api := s.users, threadapi.API{Threads: threadsAPI{s}, Log: s.log}
+	u, api := s.users, threadapi.API{Threads: threadsAPI{s.ops, s}, Log: s.log}
 	mux.Handle("POST /v1/threads", u.Auth(http.HandlerFunc(api.Create)))
 	mux.Handle("GET /v1/threads", u.Auth(http.HandlerFunc(api.List)))
 	mux.Handle("GET /v1/threads/{id}", u.Auth(u.Owned(http.HandlerFunc(api.Get))))
@@ -157,5 +110,35 @@ func (s *Server) threadRoutes(mux *http.ServeMux) {
 
 var _ threadapi.Threads = threadsAPI{}
 
-// errNoThread: an update named a thread the bridge does not know.
-var errNoThread = threadapi.ErrNoThread
+// Box is the sandbox the thread runs in, and Created when it was made
+// (threadops.Thread).
+func (t *thread) Box() *fleet.Box    { return t.box }
+func (t *thread) Created() time.Time { return t.created }
+
+// Clients is how many clients are attached (threadops.Thread).
+func (t *thread) Clients() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.clients)
+}
+
+// liveThreads is the server's live threads as bridge/threadops sees them
+// (threadops.Threads).
+type liveThreads struct{ s *Server }
+
+// Lookup returns live thread id.
+func (l liveThreads) Lookup(id string) (threadops.Thread, bool) {
+	if t := l.s.lookup(id); t != nil {
+		return t, true
+	}
+	return nil, false
+}
+
+// Live returns every live thread.
+func (l liveThreads) Live() []threadops.Thread {
+	var out []threadops.Thread
+	for _, t := range l.s.liveThreads() {
+		out = append(out, t)
+	}
+	return out
+}

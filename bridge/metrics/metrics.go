@@ -1,0 +1,71 @@
+// Package metrics writes the bridge's GET /metrics answer in the
+// Prometheus text format (version 0.0.4): per live thread the image and
+// the agent build its sandbox runs (boxwire_thread_agent, 1 per thread),
+// and how many threads run each agent version of each image
+// (boxwire_agent_threads).
+//
+// The server hands it the live threads (a Source, called once per
+// request) and guards the route (admins only); this package asks no
+// engine and imports nothing of the bridge.
+package metrics
+
+import (
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+)
+
+// Thread is one live thread as the metrics show it.
+type Thread struct {
+	ID, Image, ImageID, AgentVersion, AgentHash string
+}
+
+// Source returns the live threads, in any order. A suspended thread has
+// no sandbox and is not among them.
+type Source func() []Thread
+
+// Handler answers GET /metrics with src's threads, sorted by id.
+func Handler(src Source) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		_, _ = w.Write([]byte(Text(src())))
+	})
+}
+
+// Text is the metrics of threads in the text format.
+func Text(threads []Thread) string {
+	sort.Slice(threads, func(i, j int) bool { return threads[i].ID < threads[j].ID })
+	var b strings.Builder
+	b.WriteString("# HELP boxwire_thread_agent A live thread: the image and the agent build its sandbox runs.\n")
+	b.WriteString("# TYPE boxwire_thread_agent gauge\n")
+	type key struct{ image, version string }
+	counts := map[key]int{}
+	for _, t := range threads {
+		fmt.Fprintf(&b, "boxwire_thread_agent{thread=%s,image=%s,image_id=%s,agent_version=%s,agent_hash=%s} 1\n",
+			label(t.ID), label(t.Image), label(t.ImageID), label(t.AgentVersion), label(t.AgentHash))
+		counts[key{t.Image, t.AgentVersion}]++
+	}
+	b.WriteString("# HELP boxwire_agent_threads Live threads per image and agent version.\n")
+	b.WriteString("# TYPE boxwire_agent_threads gauge\n")
+	keys := make([]key, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].image != keys[j].image {
+			return keys[i].image < keys[j].image
+		}
+		return keys[i].version < keys[j].version
+	})
+	for _, k := range keys {
+		fmt.Fprintf(&b, "boxwire_agent_threads{image=%s,agent_version=%s} %d\n", label(k.image), label(k.version), counts[k])
+	}
+	return b.String()
+}
+
+// label quotes v as a Prometheus label value: backslash, double quote and
+// newline escaped.
+func label(v string) string {
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(v) + `"`
+}
