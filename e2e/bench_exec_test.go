@@ -89,6 +89,84 @@ func benchExecute(t *testing.T, e *env, r *report) {
 	r.add(figure{name: "execute_true", value: medianMS(ours), unit: "ms", ratio: ratio,
 		target: "≤ 1/15 of docker exec", met: met(ratio <= 1.0/15),
 		note: fmt.Sprintf("execute true via client→bridge→agent %.2f ms vs docker exec (Engine API) %.2f ms, medians of %d", medianMS(ours), medianMS(docker), rounds)})
+	benchExecuteBreakdown(t, ctx, e, s.conn, viaBoxwire, r)
+	if benchProfileDir != "" { // bench_profile_test.go: where the bridge's CPU goes in execute true
+		wait := profileCPU(t, e, "execute-cpu", 5)
+		for start := time.Now(); time.Since(start) < 5*time.Second; {
+			viaBoxwire()
+		}
+		wait()
+	}
+}
+
+// spareRefill is more than the agent needs to start a spare login shell
+// after a command (agent/execute/spare.go: 20 ms, then the shell's start).
+const spareRefill = 150 * time.Millisecond
+
+// benchExecuteBreakdown splits `execute true` by what each hop adds, all
+// sides interleaved (the first changing every round), medians of 100:
+// a ping straight to the agent's socket (the client library, one
+// WebSocket hop, the agent's reader and writer), the same ping through
+// the bridge (its relay hop), the ls tool and execute true straight to
+// the agent (its tool dispatch, then the spare shell's eval), and execute
+// true through the bridge (what the bridge's event path adds: numbering,
+// the store's append, the fan-out of tool_call and tool_result).
+func benchExecuteBreakdown(t *testing.T, ctx context.Context, e *env, via *chat.Conn, viaExec func() time.Duration, r *report) {
+	const rounds = 100
+	thread := via.Thread()
+	direct, err := chat.Dial(ctx, chat.Config{URL: "unix:" + e.agentSocket(thread), Thread: thread})
+	if err != nil {
+		t.Fatalf("dial the agent directly: %v", err)
+	}
+	defer direct.Close()
+	n := 0
+	tool := func(name string, args any) func() time.Duration {
+		return func() time.Duration {
+			n++
+			start := time.Now()
+			res, err := runTool(ctx, direct, fmt.Sprintf("d%d", n), name, args)
+			d := time.Since(start)
+			if err != nil || res.Error != "" {
+				t.Fatalf("%s straight to the agent: %+v, %v", name, res, err)
+			}
+			return d
+		}
+	}
+	ping := func(c *chat.Conn) func() time.Duration {
+		return func() time.Duration {
+			d, err := c.Ping(ctx)
+			if err != nil {
+				t.Fatalf("ping: %v", err)
+			}
+			return d
+		}
+	}
+	// paced leaves the agent time to start its spare shells again
+	// (untimed), as the docker exec between two of ours does in
+	// benchExecute: back to back, the second command finds none.
+	paced := func(f func() time.Duration) func() time.Duration {
+		return func() time.Duration {
+			time.Sleep(spareRefill)
+			return f()
+		}
+	}
+	sides := []func() time.Duration{ping(direct), ping(via), tool("ls", map[string]any{"path": "."}),
+		paced(tool("execute", map[string]any{"command": "true"})), paced(viaExec)}
+	got := make([][]time.Duration, len(sides))
+	for i := range rounds {
+		for k := range sides {
+			j := (i + k) % len(sides)
+			got[j] = append(got[j], sides[j]())
+		}
+	}
+	m := make([]float64, len(sides))
+	for i := range sides {
+		m[i] = medianMS(got[i])
+	}
+	pingDirect, pingVia, lsDirect, execDirect, execVia := m[0], m[1], m[2], m[3], m[4]
+	r.add(figure{name: "execute_breakdown", value: execVia, unit: "ms",
+		note: fmt.Sprintf("execute true %.2f ms = client+hop+agent I/O (ping to the agent) %.2f + bridge relay hop %.2f + bridge event path (store, numbering, 2 events) %.2f + agent tool dispatch (ls − ping) %.2f + shell (execute − ls, straight to the agent) %.2f; medians of %d, interleaved",
+			execVia, pingDirect, pingVia-pingDirect, (execVia-execDirect)-(pingVia-pingDirect), lsDirect-pingDirect, execDirect-lsDirect, rounds)})
 }
 
 // dockerExecAPI runs cmd in a container through the Engine API and waits for

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -58,7 +59,11 @@ func saveProfile(e *env, name, kind string) error {
 	if err := os.MkdirAll(benchProfileDir, 0o755); err != nil {
 		return err
 	}
-	path := filepath.Join(benchProfileDir, name+".pb.gz")
+	ext := ".pb.gz"
+	if strings.Contains(kind, "debug=") { // text, e.g. heap?debug=1 ends with the runtime's MemStats
+		ext = ".txt"
+	}
+	path := filepath.Join(benchProfileDir, name+ext)
 	f, err := os.Create(path)
 	if err != nil {
 		return err

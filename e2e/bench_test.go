@@ -134,6 +134,7 @@ func benchMemory(t *testing.T, e *env, r *report) {
 	file := max(float64(statusOf(t, pid, "RssFile:")-file0)/sessions, 0) // page cache the kernel took back shows as a drop
 	writeProfile(t, e, "memory-heap", "heap")                            // bench_profile_test.go: after the readings
 	writeProfile(t, e, "memory-goroutine", "goroutine")
+	writeProfile(t, e, "memory-memstats", "heap?debug=1")
 	r.add(figure{name: "bridge_kib_per_session", value: per, unit: "KiB",
 		target: "≤ 256 KiB each", met: met(per <= 256),
 		note: fmt.Sprintf("bridge VmRSS growth over %d idle sessions (thread + sandbox + client each): %.0f KiB anonymous, %.0f KiB file pages (the store's mmap)", sessions, anon, file)})
