@@ -1,0 +1,131 @@
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/boxwire/boxwire/bridge/wire"
+	"github.com/boxwire/boxwire/client/chat"
+)
+
+// failoverScript answers "run the lines" with a command that prints 150
+// lines over some seconds, then a short text; anything else with "ok".
+// Every bridge's model endpoint serves it: the turn's second model call
+// goes to whichever bridge relays the thread then.
+const failoverScript = `{"model":"scripted","turns":[
+  {"when":"run the lines","steps":[
+    {"tool_calls":[{"name":"execute","arguments":{"command":"for i in $(seq 1 150); do echo line $i; sleep 0.04; done","timeout":300}}]},
+    {"content":"the lines are done"}]},
+  {"steps":[{"content":"ok"}]}
+]}`
+
+// failoverTTL is the lease TTL of the fail-over test's bridges.
+const failoverTTL = 2 * time.Second
+
+// Fail-over (issue 22): three bridges on one PostgreSQL and one engine; a
+// turn runs on bridge 0's thread, watched through all three (two of them
+// forwarding to bridge 0), and bridge 0 is killed with SIGKILL while the
+// turn's command streams. Another bridge takes the thread over after the
+// lease expires — the same sandbox, whose command never stopped — every
+// client reconnects to a surviving bridge with the last seq it saw, and
+// each sees every seq from 1 to the turn's end exactly once, all 150
+// lines and one turn_done that stopped normally (its second model call
+// went through the new relay). Then another turn runs.
+func TestStorePostgresFailOver(t *testing.T) {
+	_, url := postgres(t)
+	lease := []string{"BOXWIRE_STORE=" + url, "BOXWIRE_LEASE_TTL=" + failoverTTL.String()}
+	envs := make([]*env, 3)
+	for i := range envs {
+		envs[i] = newEnv(t, failoverScript)
+		if i > 0 {
+			envs[i].token = envs[0].token // one credential for every bridge
+		}
+		envs[i].startBridge(lease...)
+		envs[i].cleanAtEnd()
+	}
+	books := []*seqBook{newSeqBook(), newSeqBook(), newSeqBook()}
+	ws := make([]*watcher, 3)
+	ws[0] = envs[0].watch("", 0, books[0]) // made, and relayed, by bridge 0
+	thread := ws[0].thread
+	ws[1] = envs[1].watch(thread, 0, books[1])
+	ws[2] = envs[2].watch(thread, 0, books[2])
+	sandbox := envs[0].containerOf(thread)
+	id := ws[1].say(t, "please run the lines")
+	books[0].await(t, "the command's output", turnTimeout, func(ev wire.Envelope) bool {
+		return ev.Type == wire.TypeToolOutput && strings.Contains(outputOf(books[0].events(), id), "line 20")
+	})
+	killed := time.Now()
+	if err := envs[0].bridge.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-envs[0].bridge.done
+	t.Logf("bridge 0 killed after seq %d", books[0].last())
+
+	// Every client finds its connection gone and reconnects to a bridge
+	// that is up, bridge 0's client to bridge 1, with its last seq.
+	for k, w := range ws {
+		<-w.done
+		to := envs[max(k, 1)]
+		ws[k] = to.rewatch(thread, books[k], killed.Add(failoverTTL+time.Minute))
+		t.Logf("client %d back on bridge %s after seq %d, %s after the kill", k, to.id, books[k].last(), time.Since(killed).Round(100*time.Millisecond))
+	}
+	for k, b := range books {
+		b.await(t, fmt.Sprintf("turn_done through client %d", k), turnTimeout, isType(wire.TypeTurnDone, id))
+	}
+	relay := ""
+	for _, e := range envs[1:] {
+		if strings.Contains(e.bridge.logText(), "took over a thread whose bridge is gone") {
+			relay = e.id
+		}
+	}
+	if relay == "" {
+		t.Fatal("no bridge logged taking the thread over")
+	}
+	for k, b := range books {
+		b.check(t)
+		countLines(t, outputOf(b.events(), id), 150)
+		if ds := turnDones(b, id); len(ds) != 1 || ds[0].Reason != wire.ReasonStop {
+			t.Errorf("client %d: turn_done %+v; want one that stopped", k, ds)
+		}
+	}
+	if now := envs[0].containerOf(thread); now != sandbox {
+		t.Errorf("the thread's sandbox is %s, was %s: it was replaced, not taken over", now, sandbox)
+	}
+	t.Logf("relayed by %s now; turn done %s after the kill", relay, time.Since(killed).Round(100*time.Millisecond))
+
+	// The thread goes on: a turn through the bridge that does not relay it.
+	other := envs[1]
+	if other.id == relay {
+		other = envs[2]
+	}
+	k := map[string]int{envs[1].id: 1, envs[2].id: 2}[other.id]
+	id2 := ws[k].say(t, "and now?")
+	books[k].await(t, "the next turn's turn_done", turnTimeout, isType(wire.TypeTurnDone, id2))
+	books[k].check(t)
+}
+
+// rewatch dials thread after the newest seq in book until a bridge
+// answers (the thread's relay may be gone and its lease not yet run out),
+// at the latest until deadline, and records the events into book.
+func (e *env) rewatch(thread string, book *seqBook, deadline time.Time) *watcher {
+	e.t.Helper()
+	var last error
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+		ws, hello, err := chat.DialWebSocket(ctx, chat.Config{URL: e.bridge.url + wire.Path, Token: e.token, Thread: thread, AfterSeq: book.last()})
+		cancel()
+		if err == nil {
+			w := &watcher{thread: hello.Thread, ws: ws, book: book, done: make(chan struct{})}
+			go w.read()
+			e.t.Cleanup(w.close)
+			return w
+		}
+		last = err
+		time.Sleep(200 * time.Millisecond) // a retry pace, not a wait for a condition
+	}
+	e.t.Fatalf("reconnect to %s on bridge %s: %v\n%s", thread, e.id, last, e.bridge.logText())
+	return nil
+}
