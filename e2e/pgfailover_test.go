@@ -3,6 +3,8 @@ package e2e_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -128,4 +130,60 @@ func (e *env) rewatch(thread string, book *seqBook, deadline time.Time) *watcher
 	}
 	e.t.Fatalf("reconnect to %s on bridge %s: %v\n%s", thread, e.id, last, e.bridge.logText())
 	return nil
+}
+
+// approvalScript answers "tool rule" with a command the policy asks
+// about, then "done".
+const approvalScript = `{"model":"scripted","turns":[
+  {"when":"tool rule","steps":[
+    {"tool_calls":[{"name":"execute","arguments":{"command":"echo would git push origin main"}}]},
+    {"content":"done"}]},
+  {"steps":[{"content":"ok"}]}
+]}`
+
+// An approval asked on one bridge is answered through another (issue 22
+// item 4): bridge 0 relays the thread and its gate asks; a client of
+// bridge 1, forwarded to bridge 0, gets the approval_request and approves,
+// the command runs once, and bridge 0's own client sees the same request
+// and the decision by the other bridge's client.
+func TestStorePostgresApprovalThroughAnotherBridge(t *testing.T) {
+	_, url := postgres(t)
+	pol := filepath.Join(t.TempDir(), "policy.json")
+	if err := os.WriteFile(pol, []byte(`{"rules": [{"tool": "execute", "args": {"command": "*git push*"}, "action": "ask"}],
+  "approval_timeout": "2m"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	extra := []string{"BOXWIRE_STORE=" + url, "BOXWIRE_POLICY=" + pol}
+	envs := make([]*env, 2)
+	for i := range envs {
+		envs[i] = newEnv(t, approvalScript)
+		if i > 0 {
+			envs[i].token = envs[0].token
+		}
+		envs[i].startBridge(extra...)
+		envs[i].cleanAtEnd()
+	}
+	book := newSeqBook()
+	w := envs[0].watch("", 0, book) // made, and relayed, by bridge 0
+	s := envs[1].dial(w.thread)     // forwarded to bridge 0
+	asked := 0
+	events := s.turnAnswering("tool rule", func(req wire.ApprovalRequest) wire.Type {
+		asked++
+		if req.Kind != wire.ApprovalTool || req.Tool != "execute" {
+			t.Errorf("approval request %+v: want the execute call", req)
+		}
+		return wire.TypeApprove
+	})
+	if asked != 1 {
+		t.Fatalf("asked %d times through bridge 1, want 1", asked)
+	}
+	if out := toolText(t, events); !strings.Contains(out, "would git push origin main") {
+		t.Fatalf("the approved command's output is missing:\n%s", out)
+	}
+	book.await(t, "turn_done on bridge 0's client", turnTimeout, isType(wire.TypeTurnDone, ""))
+	reqs, decs := ofType[wire.ApprovalRequest](t, book.events(), wire.TypeApprovalRequest), ofType[wire.ApprovalDecision](t, book.events(), wire.TypeApprovalDecision)
+	if len(reqs) != 1 || len(decs) != 1 || decs[0].Verdict != wire.VerdictApproved || decs[0].ApprovalID != reqs[0].ApprovalID {
+		t.Fatalf("bridge 0's client saw requests %+v and decisions %+v; want the one, approved", reqs, decs)
+	}
+	book.check(t)
 }
