@@ -1,5 +1,12 @@
 package auth
 
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+)
+
 // watch is one live connection's interest in its credentials.
 type watch struct {
 	ch   chan struct{}
@@ -73,4 +80,41 @@ func (a *Authenticator) notify(key string) {
 			w.fn()
 		}
 	}
+}
+
+// Recheck reads every watched key from the store again and ends the
+// watches of those revoked or gone since (as RevokeKey does): a key
+// revoked by another bridge on a shared store, or by `bridge keys
+// --store` on the database, closes this bridge's connections too. A
+// deleted user's keys go with them, so their connections end as well;
+// OIDC connections are watched by user only and are not rechecked. A
+// bridge calls it periodically; it returns how many keys it ended.
+func (a *Authenticator) Recheck(ctx context.Context) (int, error) {
+	if a.cfg.Store == nil {
+		return 0, nil
+	}
+	a.mu.Lock()
+	var ids []string
+	for k := range a.watchers {
+		if id, ok := strings.CutPrefix(k, "key:"); ok {
+			ids = append(ids, id)
+		}
+	}
+	a.mu.Unlock()
+	n := 0
+	var errs []error
+	for _, id := range ids {
+		k, err := a.cfg.Store.Key(ctx, id)
+		switch {
+		case errors.Is(err, ErrNotFound):
+		case err != nil:
+			errs = append(errs, fmt.Errorf("recheck key %s: %w", id, err))
+			continue
+		case k.Revoked == nil:
+			continue
+		}
+		a.notify("key:" + id)
+		n++
+	}
+	return n, errors.Join(errs...)
 }

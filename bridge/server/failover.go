@@ -12,8 +12,9 @@ import (
 // Fail-over between bridges on a shared store (issue 22, docs/store.md
 // "Fail-over"). The lease renewer (leases.go) works for failover: it
 // hands letGo the threads whose lease another bridge took, and has
-// takeOverOrphans take the threads of bridges that are gone; a client's
-// resume of such a thread takes it over too (takeOverIn).
+// takeOverOrphans take the threads of bridges that are gone (and
+// users.Recheck close what was revoked through another bridge); a
+// client's resume of such a thread takes it over too (takeOverIn).
 
 // closeMoved is the close text of a client whose thread another bridge
 // relays now; the close code is closeGoingAway, so it reconnects (to any
@@ -29,8 +30,20 @@ func (f failover) Live() []string { return threadDirectory(f).Live() }
 // LetGo stops relaying thread id (letGo).
 func (f failover) LetGo(id string) { f.s.letGo(id) }
 
-// TakeOverOrphans takes over the gone bridges' threads (takeOverOrphans).
-func (f failover) TakeOverOrphans(ctx context.Context) { f.s.takeOverOrphans(ctx) }
+// Peers catches up, on a store other bridges share, with what they did:
+// it takes over the threads of those that are gone (takeOverOrphans) and
+// closes the connections of keys revoked through them (users.Recheck).
+func (f failover) Peers(ctx context.Context) {
+	if _, shared := f.s.db.(store.Listener); !shared { // one bridge has the bbolt file
+		return
+	}
+	f.s.takeOverOrphans(ctx)
+	if n, err := f.s.users.Recheck(ctx); err != nil {
+		f.s.log.Warn("recheck the credentials of open connections", "err", err)
+	} else if n > 0 {
+		f.s.log.Info("connections of keys revoked through another bridge closed", "keys", n)
+	}
+}
 
 // Is makes a refusal of a thread another bridge relays the fleet's
 // ErrRelayedElsewhere: Reconcile leaves that bridge's sandbox to it.
@@ -72,9 +85,6 @@ func (s *Server) letGo(id string) {
 // is adopted (takeOverIn); one whose sandbox is gone is left for its next
 // client's resume.
 func (s *Server) takeOverOrphans(ctx context.Context) {
-	if _, shared := s.db.(store.Listener); !shared { // one bridge has the bbolt file
-		return
-	}
 	recs, err := s.cfg.Store.List(ctx)
 	if err != nil {
 		s.log.Warn("fail-over: list stored threads", "err", err)

@@ -204,3 +204,45 @@ func checkSeqs(t *testing.T, evs []wire.Envelope, from uint64) {
 		}
 	}
 }
+
+// A key revoked through one bridge closes its connections on another
+// bridge on the same store, at that bridge's next lease tick
+// (users.Recheck), as it does on the revoking bridge; a connection of
+// another key stays. Before, only the revoking bridge's closed.
+func TestRevokedKeyClosesOtherBridgesConnections(t *testing.T) {
+	url := pgDatabase(t)
+	a := newEnvWith(t, func(c *server.Config) { c.StoreURL, c.LeaseTTL = url, failoverTTL })
+	mgr := newFakeManager()
+	t.Cleanup(func() { // after bridge-b's server closed (cleanups run last first)
+		if _, _, err := server.Collect(context.Background(), mgr, "bridge-b", ""); err != nil {
+			t.Errorf("collect bridge-b's sandboxes: %v", err)
+		}
+	})
+	b := newEnvWith(t, func(c *server.Config) {
+		c.StoreURL, c.LeaseTTL, c.BridgeID, c.Manager = url, failoverTTL, "bridge-b", mgr
+	})
+	revoked, keyID := a.userKey("carol")
+	other, _ := a.userKey("dave")
+	dial := func(key string) *session {
+		conn, _, err := (&websocket.Dialer{HandshakeTimeout: waitFor}).Dial(b.wsURL(), authHeader(key))
+		if err != nil {
+			t.Fatalf("dial bridge-b: %v", err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		s := &session{t: t, conn: conn}
+		s.send(wire.MustNew(wire.TypeHello, "", "h1", wire.Hello{Version: wire.Version, Role: wire.RoleClient}))
+		if env := s.read(); env.Type != wire.TypeHello {
+			t.Fatalf("want hello, got %s %s", env.Type, env.Data)
+		}
+		return s
+	}
+	s, kept := dial(revoked), dial(other)
+	a.adminJSON("DELETE", "/v1/keys/"+keyID, "", nil)
+	if ce := s.closeOf(); ce.Code != websocket.ClosePolicyViolation {
+		t.Fatalf("bridge-b closed the revoked key's connection with %d %q; want 1008", ce.Code, ce.Text)
+	}
+	kept.request(wire.TypePing, "p1", struct{}{})
+	if env := kept.read(); env.Type != wire.TypePong {
+		t.Fatalf("the other key's connection: %s %s, want pong", env.Type, env.Data)
+	}
+}

@@ -109,18 +109,20 @@ func (l *leases) acquire(ctx context.Context, thread string) error {
 
 // leaseUser is what the lease renewer works for (failover.go): the
 // threads registered now, letting go of one whose lease another bridge
-// took, and taking over the threads of bridges that are gone.
+// took, and after each renewal what the other bridges did (Peers: take
+// over the threads of bridges that are gone, end the connections of keys
+// revoked through them).
 type leaseUser interface {
 	Live() []string
 	LetGo(id string)
-	TakeOverOrphans(ctx context.Context)
+	Peers(ctx context.Context)
 }
 
 // run renews the leases every third of their ttl until ctx ends: the
 // bridge's own, and those of u's live threads; a held thread no longer
 // live is released. A thread whose lease another bridge took (it expired:
 // this bridge could not renew it in time) goes to u.LetGo, which stops
-// relaying it. Then u takes over what gone bridges left.
+// relaying it. Then u.Peers catches up with the other bridges.
 func (l *leases) run(ctx context.Context, u leaseUser) {
 	tick := time.NewTicker(l.ttl / 3)
 	defer tick.Stop()
@@ -133,7 +135,7 @@ func (l *leases) run(ctx context.Context, u leaseUser) {
 		for _, id := range l.renew(ctx, u.Live()) {
 			u.LetGo(id)
 		}
-		u.TakeOverOrphans(ctx)
+		u.Peers(ctx)
 	}
 }
 

@@ -159,6 +159,11 @@ func (u *Users) Watch(ctx context.Context, end func()) (stop func()) {
 	}
 }
 
+// Recheck ends the watches of keys revoked or deleted elsewhere since
+// (auth.Authenticator.Recheck: through another bridge on a shared store):
+// their connections end as if revoked here. It returns how many keys.
+func (u *Users) Recheck(ctx context.Context) (int, error) { return u.cfg.Authn.Recheck(ctx) }
+
 // quotaExceeded is the error of a request over the caller's limits.
 func quotaExceeded(format string, args ...any) error {
 	return wire.Error{Code: wire.CodeQuotaExceeded, Message: fmt.Sprintf(format, args...)}
