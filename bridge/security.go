@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/boxwire/boxwire/bridge/server"
 )
@@ -13,6 +14,7 @@ import (
 //	BOXWIRE_LLM_MODELS        comma-separated model allowlist (empty: any)
 //	BOXWIRE_LLM_RPM           model calls per minute per sandbox (0: no cap)
 //	BOXWIRE_LLM_TOKEN_BUDGET  total tokens per sandbox (0: no cap)
+//	BOXWIRE_LLM_TOKEN_TTL     how long a sandbox's LLM proxy token is good (default 15m; rotated at half)
 //	BOXWIRE_USAGE_EVENTS      1 publishes a usage event after every model call
 //	BOXWIRE_POSTURE           strict (default) or off
 //
@@ -28,6 +30,13 @@ func applySecurity(cfg *server.Config, getenv func(string) string) error {
 	}
 	if cfg.LLM.TokenBudget, err = atoi(getenv, "BOXWIRE_LLM_TOKEN_BUDGET"); err != nil {
 		return err
+	}
+	if v := getenv("BOXWIRE_LLM_TOKEN_TTL"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Second {
+			return fmt.Errorf("BOXWIRE_LLM_TOKEN_TTL=%q: want a duration of at least 1s", v)
+		}
+		cfg.LLM.TokenTTL = d
 	}
 	cfg.UsageEvents = getenv("BOXWIRE_USAGE_EVENTS") == "1"
 	switch p := getenv("BOXWIRE_POSTURE"); p {

@@ -1,9 +1,6 @@
 package e2e_test
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"net"
 	"net/http"
 	"os"
@@ -143,7 +140,11 @@ func hostBoundary(t *testing.T, rt string) {
 	})
 
 	t.Run("commands cannot read or write the agent", func(t *testing.T) {
-		token := sandboxToken(e.token, info.ID)
+		tokens := e.llmTokens(info.ID) // llmtoken_test.go: found in the agent's memory from the host
+		if len(tokens) == 0 {
+			t.Fatal("no accepted LLM token found in the agent")
+		}
+		token := tokens[0]
 		out := s.sh(`pid=$(pgrep -x boxwire-agent); echo "agent=$pid"; `+
 			`cat /proc/$pid/environ >/dev/null && echo "environ readable"; `+
 			`python3 -c "open('/proc/$pid/mem','r+b')" 2>/dev/null && echo "mem open"; `+
@@ -201,14 +202,6 @@ func hostBoundary(t *testing.T, rt string) {
 		}
 		h.check(t, "at the end")
 	})
-}
-
-// sandboxToken is the bridge's LLM proxy token of the sandbox whose box id
-// is id (bridge/server/security.go), to look for it inside the sandbox.
-func sandboxToken(bridgeToken, id string) string {
-	m := hmac.New(sha256.New, []byte(bridgeToken))
-	m.Write([]byte("boxwire llm proxy token\x00" + id))
-	return hex.EncodeToString(m.Sum(nil))
 }
 
 // between is the text of s after the first from, up to the next to.

@@ -89,10 +89,11 @@ func TestSecuritySandboxes(t *testing.T) {
 	})
 
 	t.Run("another sandbox's LLM token is refused", func(t *testing.T) {
-		tokA, tokB := sandboxToken(e.token, aID), sandboxToken(e.token, bID) // security_host_test.go
-		if tokA == "" || tokA == tokB {
-			t.Fatalf("tokens: %q %q", tokA, tokB)
+		goodA, goodB := e.llmTokens(aID), e.llmTokens(bID) // llmtoken_test.go: found in each agent's memory
+		if len(goodA) == 0 || len(goodB) == 0 || goodA[0] == goodB[0] {
+			t.Fatalf("tokens: %d of A, %d of B", len(goodA), len(goodB))
 		}
+		tokA, tokB := goodA[0], goodB[0]
 		sockA := filepath.Join(e.dataDir, "run", aID, "llm.sock")
 		sockB := filepath.Join(e.dataDir, "run", bID, "llm.sock")
 		cases := []struct {

@@ -171,6 +171,7 @@ func (rep replacer) recreate(ctx context.Context, b *Box, old string, why wire.S
 	if err := f.rep.removeRetrying(ctx, b.res.sandbox()); err != nil {
 		return "", fmt.Errorf("remove the old sandbox: %w", err)
 	}
+	f.px.FreshTokens(b.id) // the old sandbox's LLM tokens are refused from now on (boxproxy/tokens.go)
 	f.mu.Lock()
 	now := time.Now().UTC().Truncate(time.Second)
 	if why.Reason == wire.ExitLifetime || !now.Before(b.expires) {

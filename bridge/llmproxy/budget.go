@@ -61,10 +61,13 @@ func (m *meter) record(model string, u Usage) UsageReport {
 // authorized reports whether r carries the proxy's token (always, when the
 // proxy has none).
 func (p *Proxy) authorized(r *http.Request) bool {
-	if p.token == "" {
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	switch {
+	case p.accept != nil:
+		return ok && p.accept(got)
+	case p.token == "":
 		return true
 	}
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(p.token)) == 1
 }
 

@@ -105,6 +105,8 @@ func TestTokenModelsAndBudgets(t *testing.T) {
 		{"no token", llmproxy.Config{Token: "tok"}, []call{{"", plain, 401, "sandbox token"}}, 0, 0, 0},
 		{"wrong token", llmproxy.Config{Token: "tok"}, []call{{"tok2", plain, 401, "sandbox token"}, {"to", plain, 401, "token"}}, 0, 0, 0},
 		{"right token", llmproxy.Config{Token: "tok"}, []call{{"tok", plain, 200, "hi"}}, 1, 0, 10},
+		{"accept decides", llmproxy.Config{Token: "tok", Accept: func(got string) bool { return got == "rotated" }},
+			[]call{{"tok", plain, 401, "sandbox token"}, {"", plain, 401, "sandbox token"}, {"rotated", plain, 200, "hi"}}, 1, 0, 10},
 		{"model refused", llmproxy.Config{Models: []string{"m2"}}, []call{{"", plain, 403, "not allowed"}}, 0, 1, 0},
 		{"model allowed", llmproxy.Config{Models: []string{"m0", "m1"}}, []call{{"", streamed, 200, "[DONE]"}}, 1, 0, 10},
 		{"requests per minute", llmproxy.Config{RequestsPerMinute: 2}, []call{

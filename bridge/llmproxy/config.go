@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"time"
 )
 
 // Config says where the proxy forwards to and with which key. The zero value
@@ -26,6 +27,15 @@ type Config struct {
 	// every call; others are answered 401. The bridge gives each sandbox a
 	// random token of its own, valid only on that sandbox's socket.
 	Token string
+	// Accept, when set, decides whether a call's bearer token is good
+	// instead of Token (the bridge's tokens that expire and rotate,
+	// bridge/fleet/boxproxy); it must not block.
+	Accept func(token string) bool
+	// TokenTTL is how long the bridge accepts a sandbox's token after it
+	// issued it; it issues the next one at half of that and hands it to
+	// the agent (bridge/fleet/boxproxy). Zero means the bridge's default.
+	// The proxy itself only asks Accept.
+	TokenTTL time.Duration
 	// Models is the model allowlist; empty allows any model.
 	Models []string
 	// RequestsPerMinute caps model calls in any 60-second window; 0 means

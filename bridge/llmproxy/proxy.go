@@ -47,6 +47,7 @@ type Proxy struct {
 	base      *url.URL
 	key       string
 	token     string
+	accept    func(string) bool // Config.Accept
 	models    []string
 	client    *http.Client
 	log       *slog.Logger
@@ -72,7 +73,7 @@ func New(cfg Config) (*Proxy, error) {
 		return nil, errors.New("llmproxy: budgets must not be negative")
 	}
 	p := &Proxy{
-		base: base, key: cfg.APIKey, token: cfg.Token, models: cfg.Models,
+		base: base, key: cfg.APIKey, token: cfg.Token, accept: cfg.Accept, models: cfg.Models,
 		client: cfg.HTTPClient, log: cfg.Logger,
 		meter:   &meter{rpm: cfg.RequestsPerMinute, budget: cfg.TokenBudget, now: time.Now},
 		onUsage: cfg.OnUsage, onRefused: cfg.OnRefused, admitHook: cfg.Admit,

@@ -81,6 +81,8 @@ func newThread(s *Server, id string, agent *websocket.Conn, b *fleet.Box, last u
 		Server: s.ctx, Group: &t.wg, Requests: t.toAgent, Input: t.term.input, LogEmpty: last == 0,
 	})
 	t.link.Start()
+	t.wg.Add(1)
+	go t.rotateTokens() // llmtoken.go
 	return t
 }
 

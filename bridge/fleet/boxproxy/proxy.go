@@ -2,10 +2,7 @@ package boxproxy
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
 	"crypto/x509"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -63,8 +60,9 @@ type Config struct {
 // Proxies serves each sandbox's LLM proxy and egress proxy in its bridge
 // folder, with the CA the egress proxy terminates TLS under.
 type Proxies struct {
-	cfg Config
-	ca  caCache // the egress CA, loaded on first use
+	cfg    Config
+	ca     caCache   // the egress CA, loaded on first use
+	tokens tokenBook // each box's LLM tokens (tokens.go)
 }
 
 // New returns the proxies of cfg; it serves nothing until asked.
@@ -87,20 +85,11 @@ func (p *Proxies) ServeLLM(dirs boxdir.Dirs, log *slog.Logger) (*llmproxy.Listen
 	return proxy.Serve(ln), nil
 }
 
-// SandboxToken is the LLM proxy token of the sandbox with folder name id:
-// an HMAC of id under the bridge's client token, so it is stable across
-// bridge restarts (adopted sandboxes keep theirs), unguessable, and says
-// nothing about the client token. Each proxy accepts only its own.
-func (p *Proxies) SandboxToken(id string) string {
-	m := hmac.New(sha256.New, []byte(p.cfg.Token))
-	m.Write([]byte("boxwire llm proxy token\x00" + id))
-	return hex.EncodeToString(m.Sum(nil))
-}
-
 // securedLLM is the LLM proxy config of the sandbox id: its token, and
 // its usage and refusals published to its members.
 func (p *Proxies) securedLLM(cfg llmproxy.Config, id string) llmproxy.Config {
-	cfg.Token = p.SandboxToken(id)
+	p.FreshTokens(id) // a new proxy is a new sandbox on the box: earlier tokens are refused (tokens.go)
+	cfg.Token, cfg.Accept = "", func(tok string) bool { return p.acceptsToken(id, tok) }
 	if admit := p.cfg.LLMAdmit; admit != nil {
 		cfg.Admit = func() error { return admit(id) }
 	}

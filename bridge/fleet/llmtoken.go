@@ -1,0 +1,7 @@
+package fleet
+
+// LLMToken returns the current LLM proxy token of b's sandbox, the next
+// one once the current one is past half its life (boxproxy.SandboxToken):
+// the thread hands it to the agent in a claim. It is safe for concurrent
+// use.
+func (f *Fleet) LLMToken(b *Box) string { return f.px.SandboxToken(b.id) }
