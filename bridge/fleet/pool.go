@@ -285,12 +285,18 @@ func (p *warmPool) claimPooled(ctx context.Context, o Options, threadID string) 
 		start := time.Now()
 		b := p.takePooled(poolKey(o.image, o.runtime), threadID, o.idleTTL)
 		if b == nil {
+			p.wakePool()
 			return nil, nil
 		}
 		p.f.rules.set(b, o.egress) // egress.go: the thread's rules, before its proxy serves
 		conn, err := p.bindPooled(ctx, b, threadID)
 		b.err = err
 		close(b.ready)
+		// The filler starts the next sandbox only once the thread has
+		// started: a container's start takes both cores of a small host
+		// for a while, and the claim (dial, hello, token) and the
+		// client's hello waited behind it.
+		time.AfterFunc(refillDelay, p.wakePool) // wakePool never blocks
 		if err == nil {
 			log.Info("thread took a pooled sandbox", "box", b.id, "sandbox", b.res.sandbox(), "claim", time.Since(start))
 			return b, conn
@@ -302,11 +308,14 @@ func (p *warmPool) claimPooled(ctx context.Context, o Options, threadID string) 
 	return nil, nil
 }
 
+// refillDelay is how long after a claim the filler is woken to replace
+// the sandbox taken: more than the rest of the thread's start (a few ms).
+const refillDelay = 50 * time.Millisecond
+
 // takePooled moves the oldest ready sandbox of key into the server's boxes
-// for threadID, not ready until bound, and wakes the filler. It records the
-// demand for key even when the pool is empty.
+// for threadID, not ready until bound. It records the demand for key even
+// when the pool is empty; the caller wakes the filler.
 func (p *warmPool) takePooled(key, threadID string, idleTTL time.Duration) *Box {
-	defer p.wakePool()
 	p.f.mu.Lock()
 	defer p.f.mu.Unlock()
 	p.demand[key] = time.Now()
