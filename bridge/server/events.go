@@ -85,6 +85,11 @@ func (t *thread) logAppend(env wire.Envelope, done chan<- wire.Envelope) wire.En
 	t.store.Append(t.id, stored, func(err error) {
 		switch {
 		case errors.Is(err, store.ErrDeleted): // the thread is being removed
+		case errors.Is(err, store.ErrLeaseLost): // another bridge relays it now: no client gets it (failover.go)
+			if done != nil {
+				done <- env
+			}
+			return
 		case err != nil:
 			t.log.Error("event not stored; it is kept in memory only", "seq", env.Seq, "err", err)
 		}

@@ -21,7 +21,8 @@ const storeOpenTimeout = time.Minute
 func openStore(cfg *Config) (store.Backend, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), storeOpenTimeout)
 	defer cancel()
-	db, err := OpenStore(ctx, cfg.StoreURL, cfg.DataDir, store.Options{Retention: cfg.Retention, Logger: cfg.Logger, SyncInterval: cfg.StoreSync})
+	db, err := OpenStore(ctx, cfg.StoreURL, cfg.DataDir, store.Options{Retention: cfg.Retention, Logger: cfg.Logger, SyncInterval: cfg.StoreSync,
+		Holder: cfg.BridgeID}) // writes of a thread another bridge took are dropped (docs/store.md, "Fail-over")
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}

@@ -13,7 +13,7 @@ import (
 // commit is the bbolt store's Commit (writer.go): batch in one
 // transaction. Deleted threads' writes were refused before they were
 // queued (one process writes the file), so it reports none.
-func (s *Store) commit(batch []Item) (map[string]bool, error) {
+func (s *Store) commit(batch []Item) (map[string]error, error) {
 	defer s.dirty.Store(true)
 	now := time.Now()
 	return nil, s.db.Update(func(tx *bolt.Tx) error {

@@ -77,6 +77,12 @@ type Options struct {
 	// crash or kill -9 of the bridge (they are in the page cache), and power
 	// loss or a kernel crash can lose at most the last interval.
 	SyncInterval time.Duration
+	// Holder is the lease holder (a bridge id) this store writes for, on
+	// a store several bridges share: the writes of a thread whose lease
+	// another holder took are dropped with ErrLeaseLost, so a bridge that
+	// lost a thread cannot write into its new relay's log. Empty checks
+	// nothing; the bbolt store (one bridge) ignores it.
+	Holder string
 }
 
 // DefaultQueueEvents is the default bound of the writer's queue.

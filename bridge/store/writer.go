@@ -32,10 +32,12 @@ type Item struct {
 func (it Item) IsEvent() bool { return it.Cursor == nil && it.Inflight == nil }
 
 // Commit writes batch (never empty) in one transaction. It returns the
-// threads it found deleted and dropped — a store shared by several
-// bridges learns of another's deletions there — and an error when
-// nothing was written.
-type Commit func(batch []Item) (deleted map[string]bool, err error)
+// threads whose writes it dropped, each with why: one wrapping ErrDeleted
+// (a store shared by several bridges learns of another's deletions
+// there; the Writer then refuses the thread's later writes) or
+// ErrLeaseLost (another bridge took the thread's lease: only this batch's
+// writes are refused) — and an error when nothing was written.
+type Commit func(batch []Item) (dropped map[string]error, err error)
 
 // WriterConfig configures a Writer.
 type WriterConfig struct {
@@ -214,13 +216,15 @@ func (w *Writer) commit(batch []Item) {
 			writes = append(writes, it)
 		}
 	}
-	var deleted map[string]bool
+	var dropped map[string]error
 	var err error
 	if len(writes) > 0 {
-		deleted, err = w.commitRetrying(writes)
+		dropped, err = w.commitRetrying(writes)
 	}
-	for id := range deleted {
-		w.MarkGone(id) // deleted by another bridge
+	for id, why := range dropped {
+		if errors.Is(why, ErrDeleted) {
+			w.MarkGone(id) // deleted by another bridge
+		}
 	}
 	i := 0
 	for _, it := range batch {
@@ -228,19 +232,19 @@ func (w *Writer) commit(batch []Item) {
 			close(it.flush)
 			continue
 		}
-		notify(writes[i], deleted[it.Thread], err)
+		notify(writes[i], dropped[it.Thread], err)
 		i++
 	}
 }
 
 // commitRetrying commits writes, again after a pause while it fails and
 // Retry is set, until it commits or Stop is called.
-func (w *Writer) commitRetrying(writes []Item) (map[string]bool, error) {
+func (w *Writer) commitRetrying(writes []Item) (map[string]error, error) {
 	wait := w.cfg.Retry
 	for {
-		deleted, err := w.cfg.Commit(writes)
+		dropped, err := w.cfg.Commit(writes)
 		if err == nil {
-			return deleted, nil
+			return dropped, nil
 		}
 		if wait <= 0 || w.stopping(wait) {
 			w.log.Error("store events", "items", len(writes), "err", err)
@@ -262,10 +266,11 @@ func (w *Writer) stopping(d time.Duration) bool {
 	}
 }
 
-// notify calls it's callback with the outcome of its batch.
-func notify(it Item, deleted bool, err error) {
-	if deleted && err == nil {
-		err = fmt.Errorf("append to %s: %w", it.Thread, ErrDeleted)
+// notify calls it's callback with the outcome of its batch: err, else
+// why its thread's writes were dropped.
+func notify(it Item, dropped error, err error) {
+	if dropped != nil && err == nil {
+		err = fmt.Errorf("append to %s: %w", it.Thread, dropped)
 	}
 	switch {
 	case it.Next != nil && err != nil:

@@ -57,8 +57,8 @@ func (r *eventRows) add(thread string, seq uint64, data string) {
 
 // writes numbers batch's AppendNext events from last (the threads'
 // newest committed seqs, locked) and returns the statements that write
-// batch, leaving out the threads in deleted.
-func writes(batch []store.Item, last map[string]uint64, deleted map[string]bool, now time.Time) (*pgx.Batch, error) {
+// batch, leaving out the threads in dropped.
+func writes(batch []store.Item, last map[string]uint64, dropped map[string]error, now time.Time) (*pgx.Batch, error) {
 	ev := eventRows{at: map[eventKey]int{}}
 	newest := map[string]uint64{} // threads with events: their newest seq
 	cursors := map[string]string{}
@@ -66,7 +66,7 @@ func writes(batch []store.Item, last map[string]uint64, deleted map[string]bool,
 	var drop []string
 	for i := range batch {
 		it := &batch[i]
-		if deleted[it.Thread] {
+		if dropped[it.Thread] != nil {
 			continue
 		}
 		switch {

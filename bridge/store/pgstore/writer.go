@@ -17,7 +17,11 @@ import (
 // commit: a thread's deletion may come from another bridge, so commit
 // reads each thread's tombstone (thread_logs.deleted) under the lock it
 // takes anyway, drops that thread's writes and reports it, and the Writer
-// refuses the thread's later writes at once.
+// refuses the thread's later writes at once. Likewise a thread whose
+// lease another bridge holds (Options.Holder): its writes in the batch
+// are dropped (store.ErrLeaseLost), the lease row read under a share
+// lock so a takeover waits for the commit and the new relay then reads
+// the log with it.
 
 // Append queues env, which carries its seq, for the thread's log and
 // returns at once unless the queue is full (then it blocks until there is
@@ -53,8 +57,9 @@ func (s *Store) Flush() { s.w.Flush() }
 // batches cannot deadlock), reading each thread's newest seq and whether
 // it was deleted; then numbers the AppendNext events, and writes events,
 // newest seqs, cursors and lists of requests in flight. It returns the
-// threads it found deleted: their items were dropped.
-func (s *Store) commit(batch []store.Item) (map[string]bool, error) {
+// threads it found deleted or leased by another holder, with why: their
+// items were dropped.
+func (s *Store) commit(batch []store.Item) (map[string]error, error) {
 	threads := threadsOf(batch)
 	ctx, cancel := s.ctx()
 	defer cancel()
@@ -63,11 +68,14 @@ func (s *Store) commit(batch []store.Item) (map[string]bool, error) {
 		return nil, fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
-	last, deleted, err := lockThreads(ctx, tx, threads)
+	last, dropped, err := lockThreads(ctx, tx, threads)
 	if err != nil {
 		return nil, err
 	}
-	b, err := writes(batch, last, deleted, time.Now())
+	if err := s.fence(ctx, tx, threads, dropped); err != nil {
+		return nil, err
+	}
+	b, err := writes(batch, last, dropped, time.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +85,34 @@ func (s *Store) commit(batch []store.Item) (map[string]bool, error) {
 	if err := tx.Commit(ctx); err != nil {
 		return nil, fmt.Errorf("commit: %w", err)
 	}
-	return deleted, nil
+	return dropped, nil
+}
+
+// fence adds to dropped the threads whose unexpired lease another holder
+// than Options.Holder has: another bridge took them. It share-locks the
+// batch's lease rows, in thread order, so an acquire waits for this
+// commit and the new holder then reads the log with it.
+func (s *Store) fence(ctx context.Context, tx pgx.Tx, threads []string, dropped map[string]error) error {
+	if s.opt.Holder == "" {
+		return nil
+	}
+	rows, err := tx.Query(ctx, `SELECT thread, holder <> $2 AND expires > now() FROM leases WHERE thread = ANY($1)
+ORDER BY thread COLLATE "C" FOR SHARE`, threads, s.opt.Holder)
+	if err != nil {
+		return fmt.Errorf("read leases: %w", err)
+	}
+	var id string
+	var taken bool
+	_, err = pgx.ForEachRow(rows, []any{&id, &taken}, func() error {
+		if taken && dropped[id] == nil {
+			dropped[id] = store.ErrLeaseLost
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("read leases: %w", err)
+	}
+	return nil
 }
 
 // lockSQL creates the rows of threads new to the log and locks them all,
@@ -86,14 +121,14 @@ const lockSQL = `INSERT INTO thread_logs (thread) SELECT t FROM unnest($1::text[
 ON CONFLICT (thread) DO UPDATE SET thread = excluded.thread
 RETURNING thread, last_seq, deleted IS NOT NULL`
 
-func lockThreads(ctx context.Context, tx pgx.Tx, threads []string) (map[string]uint64, map[string]bool, error) {
+func lockThreads(ctx context.Context, tx pgx.Tx, threads []string) (map[string]uint64, map[string]error, error) {
 	rows, err := tx.Query(ctx, lockSQL, threads)
 	if err != nil {
 		return nil, nil, fmt.Errorf("lock threads: %w", err)
 	}
 	defer rows.Close()
 	last := map[string]uint64{}
-	deleted := map[string]bool{}
+	deleted := map[string]error{}
 	for rows.Next() {
 		var id string
 		var seq int64
@@ -103,7 +138,7 @@ func lockThreads(ctx context.Context, tx pgx.Tx, threads []string) (map[string]u
 		}
 		last[id] = uint64(seq)
 		if gone {
-			deleted[id] = true
+			deleted[id] = store.ErrDeleted
 		}
 	}
 	if err := rows.Err(); err != nil {

@@ -272,3 +272,61 @@ func testBridges(t *testing.T, cfg Config) {
 		t.Fatalf("Bridges = %v", list)
 	}
 }
+
+// Writes are fenced by the lease on a shared store: once another holder
+// took a thread's lease (the first's ran out), the first store's writes
+// of that thread — events, cursor — are dropped with ErrLeaseLost and the
+// new holder's log is left alone; once the first takes the lease back,
+// its writes go in again. One store alone has nothing to fence.
+func testLeaseFencesWrites(t *testing.T, cfg Config) {
+	if !cfg.Shared {
+		t.Skip("one bridge has the store: nothing to fence")
+	}
+	ctx := context.Background()
+	o := cfg.New(t)
+	a := open(t, o, store.Options{Holder: "bridge-a"})
+	b := open(t, o, store.Options{Holder: "bridge-b"})
+	if err := a.PutThread(store.Thread{ID: "t1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.AcquireLease(ctx, "t1", "bridge-a", 200*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	appendAll(t, a, "t1", 1, 3)
+	a.SaveCursor("t1", store.Cursor{Instance: "agent-1", Seq: 3})
+	deadline := time.Now().Add(30 * time.Second)
+	for { // bridge-a's lease runs out and bridge-b takes the thread
+		_, err := b.AcquireLease(ctx, "t1", "bridge-b", time.Minute)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, store.ErrLeaseHeld) || time.Now().After(deadline) {
+			t.Fatalf("bridge-b takes the lease: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	late := make(chan error, 1)
+	a.Append("t1", ev(4, "late"), func(err error) { late <- err })
+	a.SaveCursor("t1", store.Cursor{Instance: "agent-1", Seq: 4})
+	if err := receive(t, "the late append's answer", late); !errors.Is(err, store.ErrLeaseLost) {
+		t.Fatalf("bridge-a's append after the takeover: %v, want ErrLeaseLost", err)
+	}
+	a.Flush()
+	if c, _, err := b.Cursor("t1"); err != nil || c.Seq != 3 {
+		t.Fatalf("cursor after the takeover = %+v, %v; want bridge-a's last before it (seq 3)", c, err)
+	}
+	appendAll(t, b, "t1", 4, 1)
+	if evs, err := b.Events("t1", 3, 10); err != nil || len(evs) != 1 || textOf(t, evs[0]) != "x" {
+		t.Fatalf("event 4 = %v, %v; want bridge-b's alone", evs, err)
+	}
+	if err := b.ReleaseLease(ctx, "t1", "bridge-b"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.AcquireLease(ctx, "t1", "bridge-a", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	appendAll(t, a, "t1", 5, 1)
+	if last, err := b.LastSeq("t1"); err != nil || last != 5 {
+		t.Fatalf("LastSeq after bridge-a took the thread back = %d, %v; want 5", last, err)
+	}
+}

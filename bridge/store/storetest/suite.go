@@ -48,6 +48,7 @@ func Run(t *testing.T, cfg Config) {
 		{"Audit", testAudit},
 		{"Leases", testLeases},
 		{"LeaseRace", testLeaseRace},
+		{"LeaseFencesWrites", testLeaseFencesWrites},
 		{"Approvals", testApprovals},
 		{"Bridges", testBridges},
 	}
