@@ -55,12 +55,14 @@ func newHostToolsRig(t *testing.T) *hostToolsRig {
 		turn("host ask", call("ask", "mcp_echo", `{"text":"ask me"}`)),
 		turn("host hang", call("hang", "mcp_hang", `{}`)),
 		turn("host crash", call("crash", "mcp_crash", `{}`), call("after", "mcp_echo", `{"text":"after the crash"}`)),
+		turn("redact for model", call("redact", "execute", `{"command":"echo internal-id-123456 sk-abcdefghijklmnopqrstuv; echo plain"}`)),
 	}, ",") + `]}`
 	r.e = newEnv(t, script)
 	tools := fmt.Sprintf(`{"servers":[{"name":"mcp","prefix":"mcp_","command":[%q],
 		"env":{"MCPTOOL_CANCEL_FILE":%q},"env_from":{"MCPTOOL_CANARY":"E2E_HOST_CANARY"}}]}`, buildMCPTool(t, dir), r.cancelFile)
 	pol := `{"rules":[{"tool":"mcp_env","action":"deny","reason":"no env for you"},
-		{"tool":"mcp_echo","args":{"text":"ask*"},"action":"ask"}],"approval_timeout":"30s"}`
+		{"tool":"mcp_echo","args":{"text":"ask*"},"action":"ask"}],"approval_timeout":"30s",
+		"redact_patterns":["internal-id-[0-9]{6}"]}`
 	toolsFile, polFile := filepath.Join(dir, "host-tools.json"), filepath.Join(dir, "policy.json")
 	for path, body := range map[string]string{toolsFile: tools, polFile: pol} {
 		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
@@ -76,7 +78,9 @@ func newHostToolsRig(t *testing.T) *hostToolsRig {
 // scripted model: listed and called, its secret redacted everywhere and
 // absent from the sandbox; denied by policy; approved and denied by a
 // person; a hanging call cancelled on the server by the turn's
-// interrupt; a crashing server a clear tool_result error, the turn going on.
+// interrupt; a crashing server a clear tool_result error, the turn going on;
+// and the policy's patterns and key shapes masked in tool output before the
+// model sees it, the model told.
 func TestHostTools(t *testing.T) {
 	r := newHostToolsRig(t)
 	s := r.e.dial("")
@@ -178,6 +182,25 @@ func TestHostTools(t *testing.T) {
 		}
 		if res["after"].Output != "echo: after the crash" || done.Reason != wire.ReasonStop {
 			t.Errorf("after the crash: %+v, turn %s", res["after"], done.Reason)
+		}
+	})
+
+	t.Run("redacted for the model", func(t *testing.T) {
+		events, _ := s.turn("redact for model")
+		if out := results(t, events)["redact"].Output; strings.Contains(out, "internal-id-123456") || !strings.Contains(out, "plain") {
+			t.Errorf("the tool_result clients see: %q", out)
+		}
+		seen := ""
+		for _, req := range r.e.llm.Requests() {
+			for _, m := range req.Chat.Messages {
+				if m.Role == "tool" && m.ToolCallID == "redact" {
+					seen = m.Content
+				}
+			}
+		}
+		if seen == "" || strings.Contains(seen, "internal-id-123456") || strings.Contains(seen, "sk-abcdefghijklmnopqrstuv") ||
+			!strings.Contains(seen, "plain") || !strings.Contains(seen, "[boxwire: 2 secret(s) in this tool output were replaced by [REDACTED]") {
+			t.Errorf("the model saw: %q", seen)
 		}
 	})
 

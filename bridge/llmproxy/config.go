@@ -31,6 +31,12 @@ type Config struct {
 	// instead of Token (the bridge's tokens that expire and rotate,
 	// bridge/fleet/boxproxy); it must not block.
 	Accept func(token string) bool
+	// RedactForModel, when set, masks secrets in the text of the tool
+	// messages of each chat completion before it goes upstream, returning
+	// the text and how many it masked: the model never sees them, and is
+	// told (RedactedNote). The bridge gives the policy's redact values,
+	// credentials and patterns and its own secrets (docs/approvals.md).
+	RedactForModel func(text string) (string, int)
 	// TokenTTL is how long the bridge accepts a sandbox's token after it
 	// issued it; it issues the next one at half of that and hands it to
 	// the agent (bridge/fleet/boxproxy). Zero means the bridge's default.

@@ -55,6 +55,8 @@ type Proxy struct {
 	onUsage   func(UsageReport)
 	onRefused func(Refusal)
 	admitHook func() error
+
+	redactModel func(string) (string, int) // Config.RedactForModel (redact.go)
 }
 
 // New checks cfg and returns a proxy. It starts nothing.
@@ -73,7 +75,7 @@ func New(cfg Config) (*Proxy, error) {
 		return nil, errors.New("llmproxy: budgets must not be negative")
 	}
 	p := &Proxy{
-		base: base, key: cfg.APIKey, token: cfg.Token, accept: cfg.Accept, models: cfg.Models,
+		base: base, key: cfg.APIKey, token: cfg.Token, accept: cfg.Accept, redactModel: cfg.RedactForModel, models: cfg.Models,
 		client: cfg.HTTPClient, log: cfg.Logger,
 		meter:   &meter{rpm: cfg.RequestsPerMinute, budget: cfg.TokenBudget, now: time.Now},
 		onUsage: cfg.OnUsage, onRefused: cfg.OnRefused, admitHook: cfg.Admit,
@@ -168,6 +170,10 @@ func (p *Proxy) admit(w http.ResponseWriter, r *http.Request) ([]byte, chatReque
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", err.Error())
 		return nil, chat, false
+	}
+	if red, n := p.redactForModel(data); n > 0 { // redact.go
+		data = red
+		p.log.Info("masked secrets in tool output before the model saw it", "count", n)
 	}
 	if !p.modelAllowed(chat.Model) {
 		p.refuse(w, http.StatusForbidden, false, fmt.Sprintf("model %q is not allowed by the bridge", chat.Model))

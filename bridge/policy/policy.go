@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"regexp"
 	"strings"
 	"time"
 )
@@ -114,6 +115,10 @@ type File struct {
 	Credentials []Credential `json:"credentials,omitempty"`
 	// Redact lists more secret values to mask in tool output.
 	Redact []string `json:"redact,omitempty"`
+	// RedactPatterns are regular expressions (RE2) whose matches are
+	// masked like Redact's values: in tool output before clients and the
+	// log see it, and before the model does (docs/approvals.md).
+	RedactPatterns []string `json:"redact_patterns,omitempty"`
 	// Timeout is how long an approval request waits; default DefaultTimeout.
 	Timeout Duration `json:"approval_timeout,omitempty"`
 }
@@ -188,7 +193,18 @@ func New(f File) (*Policy, error) {
 			secrets = append(secrets, tok) // "Bearer X": X alone too
 		}
 	}
-	p.redactor = NewRedactor(secrets)
+	var patterns []*regexp.Regexp
+	for i, expr := range f.RedactPatterns {
+		re, err := regexp.Compile(expr)
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("policy: redact_patterns %d (%q) is not a regular expression: %w", i+1, expr, err)
+		case re.MatchString(""):
+			return nil, fmt.Errorf("policy: redact_patterns %d (%q) matches the empty string", i+1, expr)
+		}
+		patterns = append(patterns, re)
+	}
+	p.redactor = NewRedactor(nil).With(secrets, patterns)
 	return p, nil
 }
 

@@ -180,6 +180,8 @@ func TestInvalid(t *testing.T) {
 		`{"credentials":[{"name":"x","host":"h"}]}`,
 		`{"approval_timeout":"-1s"}`,
 		`{"unknown_field":1}`,
+		`{"redact_patterns":["("]}`,
+		`{"redact_patterns":["x*"]}`,
 	} {
 		if _, err := policy.Parse([]byte(bad), nil); err == nil {
 			t.Errorf("accepted %s", bad)
@@ -253,6 +255,29 @@ func TestHoldFrom(t *testing.T) {
 	for _, tc := range tests {
 		if got := tc.in[r.HoldFrom(tc.in):]; got != tc.hold {
 			t.Errorf("HoldFrom(%q) holds %q, want %q", tc.in, got, tc.hold)
+		}
+	}
+}
+
+// TestRedactPatterns: the policy's redact_patterns are masked like its
+// values, also by a redactor With more secrets, and RedactCount counts.
+func TestRedactPatterns(t *testing.T) {
+	t.Parallel()
+	p, err := policy.Parse([]byte(`{"redact":["planted-value-1"],"redact_patterns":["internal-id-[0-9]{6}"]}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := p.Redactor().With([]string{"bridge-secret-42"}, nil)
+	got, n := r.RedactCount("ids internal-id-123456, internal-id-12 and planted-value-1, bridge-secret-42")
+	if got != "ids [REDACTED], internal-id-12 and [REDACTED], [REDACTED]" || n != 3 {
+		t.Errorf("RedactCount = %q, %d", got, n)
+	}
+	if got, n := r.RedactCount("nothing"); got != "nothing" || n != 0 {
+		t.Errorf("RedactCount(nothing) = %q, %d", got, n)
+	}
+	for _, bad := range []string{`{"redact_patterns":["("]}`, `{"redact_patterns":[".*"]}`} {
+		if _, err := policy.Parse([]byte(bad), nil); err == nil || !strings.Contains(err.Error(), "redact_patterns 1") {
+			t.Errorf("%s: %v", bad, err)
 		}
 	}
 }

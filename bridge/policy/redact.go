@@ -30,7 +30,8 @@ var keyPatterns = regexp.MustCompile(strings.Join([]string{
 // Redactor masks configured secret values and common key patterns. It is
 // immutable and safe for concurrent use.
 type Redactor struct {
-	secrets []string // longest first
+	secrets  []string // longest first
+	patterns []*regexp.Regexp
 }
 
 // NewRedactor returns a redactor for secrets (values shorter than six
@@ -46,6 +47,28 @@ func NewRedactor(secrets []string) *Redactor {
 	return r
 }
 
+// With returns a redactor that masks r's secrets and patterns, secrets
+// and patterns. r may be nil.
+func (r *Redactor) With(secrets []string, patterns []*regexp.Regexp) *Redactor {
+	var all []string
+	var pats []*regexp.Regexp
+	if r != nil {
+		all, pats = slices.Clone(r.secrets), slices.Clone(r.patterns)
+	}
+	out := NewRedactor(append(all, secrets...))
+	out.patterns = append(pats, patterns...)
+	return out
+}
+
+// RedactCount is Redact, also saying how many masks it put in.
+func (r *Redactor) RedactCount(s string) (string, int) {
+	out := r.Redact(s)
+	if out == s {
+		return out, 0
+	}
+	return out, max(0, strings.Count(out, Mask)-strings.Count(s, Mask))
+}
+
 // Redact returns s with every secret and key pattern replaced by Mask.
 func (r *Redactor) Redact(s string) string {
 	if r == nil || s == "" {
@@ -53,6 +76,9 @@ func (r *Redactor) Redact(s string) string {
 	}
 	for _, sec := range r.secrets {
 		s = strings.ReplaceAll(s, sec, Mask)
+	}
+	for _, p := range r.patterns {
+		s = p.ReplaceAllLiteralString(s, Mask)
 	}
 	return keyPatterns.ReplaceAllStringFunc(s, func(m string) string {
 		lower := strings.ToLower(m)
