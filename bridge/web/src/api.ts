@@ -3,7 +3,14 @@
 // session's CSRF token. The cookie itself is HttpOnly: the page never
 // sees it; GET /v1/login tells it who it is after a reload.
 
-import { ThreadInfo as ThreadInfoCodec, ThreadList as ThreadListCodec, type CreateThread, type ThreadInfo } from "../../../client/typescript/src/wire/payloads.js";
+import {
+  ImageList as ImageListCodec,
+  ThreadInfo as ThreadInfoCodec,
+  ThreadList as ThreadListCodec,
+  type CreateThread,
+  type ImageList,
+  type ThreadInfo,
+} from "../../../client/typescript/src/wire/payloads.js";
 import { httpRefusal } from "../../../client/typescript/src/socket.js";
 
 export const CSRF_HEADER = "X-Boxwire-CSRF";
@@ -37,6 +44,12 @@ export class Api {
   async threads(): Promise<ThreadInfo[]> {
     const res = await this.#call("GET", "/v1/threads");
     return ThreadListCodec.decode(await res.json(), "threads").threads;
+  }
+
+  /** images are the images a new thread may ask for, the default first (GET /v1/images). */
+  async images(): Promise<ImageList> {
+    const res = await this.#call("GET", "/v1/images");
+    return ImageListCodec.decode(await res.json(), "images");
   }
 
   /** createThread makes a thread and its sandbox with opts (image, egress, policy…). */

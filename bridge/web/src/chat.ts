@@ -27,8 +27,8 @@ export class Chat {
   readonly #approvals = new Map<string, HTMLElement>();
   /** onTurn is told when a turn starts (true) and ends (false). */
   onTurn: (running: boolean) => void = () => {};
-  /** onSandbox is told of sandbox_exited and sandbox_replaced. */
-  onSandbox: (what: string) => void = () => {};
+  /** onSandbox is told of sandbox_exited and sandbox_replaced, with the event's message and (replaced) the new sandbox. */
+  onSandbox: (what: string, message: string, sandbox: string) => void = () => {};
 
   constructor(log: HTMLElement) {
     this.#log = log;
@@ -105,9 +105,12 @@ export class Chat {
         this.#add(h("div", { class: "error" }, `${msg.data.code}: ${msg.data.message}`));
         break;
       case "sandbox_exited":
+        this.#add(h("div", { class: "notice sandbox", "data-event": msg.type }, "sandbox exited"));
+        this.onSandbox(msg.type, msg.data.message, "");
+        break;
       case "sandbox_replaced":
-        this.#add(h("div", { class: "notice sandbox", "data-event": msg.type }, msg.type.replace("_", " ")));
-        this.onSandbox(msg.type);
+        this.#add(h("div", { class: "notice sandbox", "data-event": msg.type }, "sandbox replaced"));
+        this.onSandbox(msg.type, msg.data.message, msg.data.sandbox_id);
         break;
       case "ports":
         this.#ports(msg.thread ?? "", msg.data.ports);

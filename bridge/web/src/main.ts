@@ -8,13 +8,13 @@ import "@xterm/xterm/css/xterm.css";
 import "./app.css";
 import type { Connection } from "../../../client/typescript/src/connection.js";
 import type { JSONObject } from "../../../client/typescript/src/wire/codec.js";
-import type { ThreadInfo } from "../../../client/typescript/src/wire/payloads.js";
 import { Api, login, loginOptions, resume } from "./api.js";
 import { Chat } from "./chat.js";
 import { button, byId, h, showStatus } from "./dom.js";
 import { Files, FILES_ID } from "./files.js";
 import { Live } from "./live.js";
 import { Terminals } from "./term.js";
+import { ThreadList } from "./threads.js";
 
 const wsURL = `${location.protocol === "https:" ? "wss:" : "ws:"}//${location.host}/v1/ws`;
 
@@ -28,6 +28,7 @@ interface Attached {
 
 let api: Api | null = null;
 let attached: Attached | null = null;
+let list: ThreadList | null = null;
 
 function message(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
@@ -62,8 +63,20 @@ async function start(): Promise<void> {
   }
 }
 
+/** The longest setTimeout delay: a session that ends later is not timed. */
+const MAX_DELAY = 2 ** 31 - 1;
+
 async function enter(a: Api): Promise<void> {
   api = a;
+  // The session ends at its expiry (an OIDC ID token's, a key's, or the
+  // bridge's session TTL): then the page goes back to the login.
+  const left = Date.parse(a.login.expires) - Date.now();
+  if (left < MAX_DELAY) {
+    setTimeout(() => {
+      history.replaceState(null, "", `/#login_error=${encodeURIComponent("the session expired: log in again")}`);
+      location.reload();
+    }, Math.max(left, 0) + 250);
+  }
   byId("login").hidden = true;
   byId("main").hidden = false;
   byId("who").textContent = `${a.login.user}${a.login.admin ? " (admin)" : ""}`;
@@ -74,20 +87,33 @@ async function enter(a: Api): Promise<void> {
   byId("thread-tools").replaceChildren(
     button("Refresh", { id: "refresh" }, () => refresh()),
     button("Log out", { id: "logout" }, async () => {
+      list?.stop();
       await detach();
       await a.logout();
       location.hash = "";
       location.reload();
     }),
   );
-  await refresh();
+  list = new ThreadList(a, {
+    attach,
+    current: () => attached?.live.thread ?? null,
+    remove: async (id) => {
+      if (attached?.live.thread === id) {
+        await detach();
+        history.replaceState(null, "", "/");
+      }
+      await a.deleteThread(id);
+      await refresh();
+    },
+  });
+  await Promise.all([list.start(), images(a)]);
   showStatus("");
   const want = /^#thread=(.+)$/.exec(location.hash)?.[1];
   if (want) await attach(decodeURIComponent(want)).catch((err: unknown) => showStatus(`attach: ${message(err)}`));
 }
 
 async function newThread(a: Api): Promise<void> {
-  const image = byId<HTMLInputElement>("new-image").value.trim();
+  const image = byId<HTMLSelectElement>("new-image").value;
   const egress = byId<HTMLInputElement>("new-egress").value.split(/[\s,]+/).filter((r) => r !== "");
   const policyText = byId<HTMLTextAreaElement>("new-policy").value.trim();
   let policy: JSONObject | undefined;
@@ -102,41 +128,26 @@ async function newThread(a: Api): Promise<void> {
   await attach(t.id);
 }
 
-/** stateText is a thread's sandbox state as the list shows it. */
-function stateText(t: ThreadInfo): string {
-  const parts = [t.status, t.image];
-  if (t.image_id) parts.push(t.image_id.replace(/^sha256:/, "").slice(0, 12));
-  if (t.agent_version) parts.push(`agent ${t.agent_version}`);
-  parts.push(t.runtime ? `runtime ${t.runtime}` : "default runtime");
-  if (t.egress?.length) parts.push(`egress ${t.egress.join(" ")}`);
-  if (t.owner) parts.push(`owner ${t.owner}`);
-  if (t.suspended) parts.push(`suspended ${t.suspended}`);
-  return parts.join(" · ");
+/** images offers the images a new thread may ask for, the default chosen. */
+async function images(a: Api): Promise<void> {
+  const select = byId<HTMLSelectElement>("new-image");
+  try {
+    const list = await a.images();
+    select.replaceChildren(
+      ...list.images.map((im) => {
+        const o = h("option", { value: im }, im === list.default ? `${im} (default)` : im);
+        o.selected = im === list.default;
+        return o;
+      }),
+    );
+  } catch (err) {
+    select.replaceChildren(h("option", { value: "" }, "the default image"));
+    showStatus(`images: ${message(err)}`);
+  }
 }
 
 async function refresh(): Promise<void> {
-  if (!api) return;
-  const threads = await api.threads();
-  byId("threads").replaceChildren(
-    ...threads.map((t) =>
-      h(
-        "li",
-        { "data-thread": t.id, "data-status": t.status, class: attached?.live.thread === t.id ? "current" : "" },
-        h("span", { class: "thread-id" }, t.id),
-        h("div", { class: "thread-state" }, stateText(t)),
-        button("Attach", { class: "attach" }, () => attach(t.id)),
-        h("a", { class: "export", href: `/v1/threads/${encodeURIComponent(t.id)}/events`, download: `${t.id}.jsonl` }, "Export"),
-        button("Delete", { class: "delete" }, async () => {
-          if (attached?.live.thread === t.id) {
-            await detach();
-            history.replaceState(null, "", "/");
-          }
-          await api?.deleteThread(t.id);
-          await refresh();
-        }),
-      ),
-    ),
-  );
+  await list?.refresh();
 }
 
 async function detach(): Promise<void> {
@@ -164,7 +175,7 @@ async function attach(id: string): Promise<void> {
   const conn = byId("conn-state");
   const stop = byId<HTMLButtonElement>("stop");
   chat.onTurn = (running) => (stop.disabled = !running);
-  chat.onSandbox = () => void refresh().catch(() => {});
+  chat.onSandbox = (type, text, sandbox) => list?.sandboxEvent(id, type, text, sandbox);
   stop.disabled = true;
   const live = new Live(wsURL, id, {
     event: (msg) => (msg.id?.startsWith(FILES_ID) ? files.event(msg) : chat.show(msg)),

@@ -4,8 +4,9 @@
 // test serves on loopback (discovery, JWKS, authorize, token; RS256 keys
 // made here). Sign in with OIDC goes to the provider and back; the
 // session cookie is Secure, HttpOnly and Strict; the user the ID token
-// names is created on first use; a thread is attached over wss:. A
-// callback this browser did not start is refused.
+// names is created on first use; a thread is attached over wss:; the
+// session ends with the ID token, and the page says so. A callback this
+// browser did not start is refused.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { createHash, generateKeyPairSync, randomBytes, sign, type KeyObject } from "node:crypto";
@@ -25,6 +26,8 @@ let env: Env;
 let browser: Browser;
 let idp: Server;
 let certDir: string;
+/** How long the provider's ID tokens last, in seconds. */
+let tokenLife = 300;
 
 /** A provider that signs in "alice" at once (as if she had a session there). */
 function startProvider(): Promise<string> {
@@ -70,7 +73,7 @@ function startProvider(): Promise<string> {
           return json(400, { error: "invalid_grant" });
         }
         const now = Math.floor(Date.now() / 1000);
-        json(200, { access_token: "at", token_type: "Bearer", id_token: jwt(privateKey, kid, { iss: base, aud: CLIENT, sub: "alice", iat: now, exp: now + 300, nonce: c.nonce }) });
+        json(200, { access_token: "at", token_type: "Bearer", id_token: jwt(privateKey, kid, { iss: base, aud: CLIENT, sub: "alice", iat: now, exp: now + tokenLife, nonce: c.nonce }) });
       });
       return;
     }
@@ -135,6 +138,30 @@ test("over TLS: Sign in with OIDC, a Secure cookie, a thread over wss:", { timeo
   await page.waitForSelector(".msg.assistant:has-text('ok')", { timeout: SANDBOX });
   await shot(page, "oidc");
   await context.close();
+});
+
+test("an OIDC session ends when its ID token expires: the cookie, the bridge and the page", { timeout: STEP * 2 }, async () => {
+  tokenLife = 8;
+  const context = await browser.newContext({ ignoreHTTPSErrors: true });
+  const page = await context.newPage();
+  try {
+    await page.goto(env.url + "/", { timeout: STEP });
+    await page.waitForSelector("#oidc-login:not([hidden])", { timeout: STEP });
+    const before = Date.now() / 1000;
+    await Promise.all([page.waitForURL(env.url + "/", { timeout: STEP }), page.click("#oidc-login")]);
+    await page.waitForSelector("#main:not([hidden])", { timeout: STEP });
+    const session = (await context.cookies(env.url)).find((c) => c.name === "boxwire_session");
+    assert.ok(session && session.expires > before && session.expires <= Date.now() / 1000 + tokenLife + 1, `cookie expires ${session?.expires}, token lasts ${tokenLife} s`);
+    const expires = await page.evaluate(async () => ((await (await fetch("/v1/login")).json()) as { expires: string }).expires);
+    assert.ok(Date.parse(expires) / 1000 <= Date.now() / 1000 + tokenLife + 1, `GET /v1/login expires ${expires}`);
+    // The page logs itself out when the session ends, and the bridge agrees.
+    await page.waitForSelector("#login:not([hidden])", { timeout: STEP });
+    await page.waitForSelector("#status:has-text('the session expired')", { timeout: STEP });
+    assert.equal(await page.evaluate(async () => (await fetch("/v1/threads")).status), 401);
+  } finally {
+    tokenLife = 300;
+    await context.close();
+  }
 });
 
 test("a sign-in callback this browser did not start is refused", { timeout: STEP * 2 }, async () => {
