@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/boxwire/boxwire/bridge/auth"
+	"github.com/boxwire/boxwire/bridge/boxdir"
 	"github.com/boxwire/boxwire/bridge/egress"
 	"github.com/boxwire/boxwire/bridge/fleet"
 	"github.com/boxwire/boxwire/bridge/hosttools"
@@ -253,4 +254,24 @@ func (c Config) Checked() (Config, error) {
 		c.ThreadTTL = fleet.DefaultThreadTTL
 	}
 	return c, nil
+}
+
+// Fleet is c's part of the fleet's config (bridge/fleet): the sandboxes,
+// their images, limits, lifetimes, pool, rollout, proxies and egress,
+// with the socket folders' layout under DataDir. The server adds its
+// hooks and Records.
+func (c Config) Fleet() fleet.Config {
+	return fleet.Config{
+		Manager: c.Manager, Records: c.Store, Logger: c.Logger,
+		Layout:   boxdir.New(boxdir.Config{Root: c.DataDir, UID: c.SandboxUID, GID: c.SandboxGID}),
+		BridgeID: c.BridgeID, Token: c.Token, Software: c.Software, Model: c.Model,
+		SandboxUID: c.SandboxUID, SandboxGID: c.SandboxGID, DataDir: c.DataDir,
+		Image: c.Image, Images: c.Images, Runtime: c.Runtime, Runtimes: c.Runtimes,
+		MaxSandboxes: c.MaxSandboxes, IdleTTL: c.IdleTTL, MaxLifetime: c.MaxLifetime,
+		ThreadTTL: c.ThreadTTL, RecycleGrace: c.RecycleGrace, ReapInterval: c.ReapInterval,
+		Pool: c.Pool, PoolIdle: c.PoolIdle, Rollout: c.Rollout, AgentBinary: c.AgentBinary,
+		LLM: c.LLM, UsageEvents: c.UsageEvents,
+		Egress: c.Egress, EgressThreadMax: c.EgressThreadMax, Policy: c.Policy, EgressRoots: c.EgressRoots,
+		Posture: c.Posture,
+	}
 }

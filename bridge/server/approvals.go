@@ -6,7 +6,6 @@ import (
 
 	"github.com/boxwire/boxwire/bridge/approval"
 	"github.com/boxwire/boxwire/bridge/egress"
-	"github.com/boxwire/boxwire/bridge/policy"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -93,18 +92,4 @@ func (s *Server) egressCheck(ctx context.Context, id string, req egress.Request)
 		}
 	}
 	return approval.CheckEgress(ctx, gates, s.cfg.Policy, req)
-}
-
-// storedPolicy is the policy of a thread the bridge takes back from its
-// record (adoption after a restart, resumption of a suspended thread):
-// the one its creator gave, parsed again over the bridge's current
-// policy; nil (the bridge's) when it had none. A record whose rules no
-// longer parse falls back to the bridge's policy, and says so in the log.
-func (s *Server) storedPolicy(rec ThreadRecord) *policy.Policy {
-	p, err := approval.ThreadPolicy(s.cfg.Policy, rec.Policy)
-	if err != nil {
-		s.log.Warn("thread policy no longer parses; the bridge's applies", "thread", rec.ID, "err", err)
-		return nil
-	}
-	return p
 }

@@ -46,6 +46,7 @@
 // describing threads and changing their sandboxes for the threads API
 // (bridge/threadops), GET /metrics (bridge/metrics), the settings and
 // their defaults (bridge/config), forwarding a client to another bridge
-// (bridge/internal/wsrelay).
+// (bridge/internal/wsrelay), opening the store and forgetting a bridge's
+// threads in it (bridge/storeopen).
 // docs/architecture.md is the map.
 package server

@@ -71,12 +71,7 @@ func (s *Server) forward(r *http.Request, conn *websocket.Conn, helloEnv wire.En
 		return true
 	}
 	log.Info("client forwarded to the thread's relay")
-	stop := context.AfterFunc(s.ctx, func() { // the bridge shuts down: end both
-		conn.Close()
-		up.Close()
-	})
-	defer stop()
-	wsrelay.Splice(conn, up) // bridge/internal/wsrelay
+	wsrelay.Splice(s.ctx, conn, up) // bridge/internal/wsrelay: until either side or the bridge ends
 	log.Info("forwarded client detached")
 	return true
 }

@@ -4,14 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 
 	"github.com/boxwire/boxwire/bridge/fleet"
 	"github.com/boxwire/boxwire/bridge/fleet/collect"
 	"github.com/boxwire/boxwire/bridge/sandbox"
-	"github.com/boxwire/boxwire/bridge/store"
-	"github.com/boxwire/boxwire/bridge/wire"
+	"github.com/boxwire/boxwire/bridge/storeopen"
 )
 
 // Reconcile adopts the live sandboxes this bridge (its BridgeID) left
@@ -33,22 +30,8 @@ func (s *Server) adoptThread(ctx context.Context, b *fleet.Box, rec fleet.Thread
 	if err != nil {
 		return fmt.Errorf("reach agent: %w", err)
 	}
-	last, err := s.events.LastSeq(rec.ID)
-	if err != nil {
-		conn.Close()
-		return fmt.Errorf("read thread log: %w", err)
-	}
-	t := newThread(s, rec.ID, conn, b, last, s.log.With("thread", rec.ID))
-	t.gate.SetPolicy(s.storedPolicy(rec)) // approvals.go
-	if !rec.Created.IsZero() {
-		t.created = rec.Created
-	}
-	s.fleet.Linked(b, rec.ID, b.SandboxID())
-	if err := s.register(ctx, t, rec); err != nil {
-		t.shutdown(wire.Envelope{})
-		return err
-	}
-	return nil
+	_, err = s.takeBack(ctx, b, conn, rec, s.log.With("thread", rec.ID)) // suspend.go
+	return err
 }
 
 // Collect removes every sandbox and workspace volume labelled with
@@ -68,39 +51,7 @@ func Collect(ctx context.Context, mgr sandbox.Manager, bridgeID, dataDir string)
 func CollectIn(ctx context.Context, mgr sandbox.Manager, bridgeID, dataDir, storeURL string) (sandboxes, volumes int, err error) {
 	sandboxes, volumes, err = collect.Collect(ctx, mgr, bridgeID, dataDir)
 	if dataDir != "" || storeURL != "" {
-		err = errors.Join(err, forgetThreads(ctx, bridgeID, dataDir, storeURL))
+		err = errors.Join(err, storeopen.Forget(ctx, bridgeID, dataDir, storeURL)) // bridge/storeopen
 	}
 	return sandboxes, volumes, err
-}
-
-// forgetThreads deletes every thread and its log from the store, if there
-// is one (a bbolt file not made yet is none): with their sandboxes and
-// volumes gone, suspended threads (and the rest) have nothing left to
-// resume. Threads another bridge holds the lease of stay.
-func forgetThreads(ctx context.Context, bridgeID, dataDir, storeURL string) error {
-	if _, err := os.Stat(filepath.Join(dataDir, StoreFile)); storeURL == "" && errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	st, err := OpenStore(ctx, storeURL, dataDir, store.Options{})
-	if err != nil {
-		return fmt.Errorf("gc: %w", err)
-	}
-	ts, err := st.Threads()
-	errs := []error{err}
-	leases, err := st.Leases(ctx)
-	errs = append(errs, err)
-	held := map[string]bool{}
-	for _, l := range leases {
-		held[l.Thread] = l.Holder != bridgeID
-	}
-	for _, t := range ts {
-		if !held[t.ID] {
-			errs = append(errs, st.DeleteThread(t.ID))
-		}
-	}
-	errs = append(errs, st.Close())
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("gc: forget threads: %w", err)
-	}
-	return nil
 }

@@ -10,9 +10,6 @@ import (
 	"github.com/boxwire/boxwire/bridge/store"
 )
 
-// StoreFile is the name of the store file under Config.DataDir.
-const StoreFile = "boxwire.db"
-
 // storeOpenTimeout bounds connecting to the store and migrating it.
 const storeOpenTimeout = time.Minute
 

@@ -1,9 +1,9 @@
 package server
 
 import (
+	"github.com/boxwire/boxwire/bridge/agentlink"
 	"github.com/boxwire/boxwire/bridge/fleet"
 	"github.com/boxwire/boxwire/bridge/recordstore"
-	"github.com/boxwire/boxwire/bridge/store"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -24,23 +24,14 @@ type ThreadStore = fleet.Records
 // when the process ends (bridge/recordstore).
 func NewMemStore() ThreadStore { return recordstore.NewMem() }
 
-// eventStore keeps threads' events (every store.Backend implements it).
+// eventStore keeps threads' events (every store.Backend implements it):
+// what the agent link reads and queues (agentlink.Store: events, the
+// agent cursor, requests in flight), and appending to a thread's log.
 type eventStore interface {
+	agentlink.Store
 	// Append queues env for the thread's log without blocking (unless the
 	// queue is full) and calls done once it is committed or failed.
 	Append(thread string, env wire.Envelope, done func(error))
-	// Events returns up to limit stored events with seq > after.
-	Events(thread string, after uint64, limit int) ([]wire.Envelope, error)
 	// LastSeq is the seq of the thread's newest stored event.
 	LastSeq(thread string) (uint64, error)
-	// Flush waits until every queued append is committed.
-	Flush()
-	// SaveCursor queues the thread's agent cursor behind the appends
-	// queued before it (resume.go); Cursor reads the stored one.
-	SaveCursor(thread string, c store.Cursor)
-	Cursor(thread string) (c store.Cursor, ok bool, err error)
-	// SaveInflight queues the thread's requests in flight the same way
-	// (inflight.go); Inflight reads the stored ones.
-	SaveInflight(thread string, reqs []wire.Envelope)
-	Inflight(thread string) ([]wire.Envelope, error)
 }

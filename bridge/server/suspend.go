@@ -4,10 +4,12 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"log/slog"
 
 	"github.com/gorilla/websocket"
 
 	"github.com/boxwire/boxwire/bridge/agentlink"
+	"github.com/boxwire/boxwire/bridge/approval"
 	"github.com/boxwire/boxwire/bridge/fleet"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
@@ -70,21 +72,31 @@ func (s *Server) resumeIn(ctx context.Context, b *fleet.Box, conn *websocket.Con
 		conn.Close()
 		return nil, 0, err
 	}
+	rec.Suspended, rec.SuspendedFor, rec.Box = nil, "", b.ID()
+	t, err := s.takeBack(ctx, b, conn, rec, log)
+	return t, n, err
+}
+
+// takeBack makes the thread of rec, a stored thread whose agent was
+// greeted on conn in b, on its stored log (its events numbered after the
+// newest), with the policy its creator gave and when it was made, and
+// registers it with rec: a resumed thread (resumeIn) and an adopted one
+// (adoptThread). On failure conn is closed.
+func (s *Server) takeBack(ctx context.Context, b *fleet.Box, conn *websocket.Conn, rec ThreadRecord, log *slog.Logger) (*thread, error) {
 	last, err := s.events.LastSeq(rec.ID)
 	if err != nil {
 		conn.Close()
-		return nil, 0, fmt.Errorf("read thread log: %w", err)
+		return nil, fmt.Errorf("read thread log: %w", err)
 	}
 	t := newThread(s, rec.ID, conn, b, last, log)
-	t.gate.SetPolicy(s.storedPolicy(rec)) // approvals.go
+	t.gate.SetPolicy(approval.StoredPolicy(s.cfg.Policy, rec.Policy, log)) // bridge/approval
 	if !rec.Created.IsZero() {
 		t.created = rec.Created
 	}
 	s.fleet.Linked(b, rec.ID, b.SandboxID())
-	rec.Suspended, rec.SuspendedFor, rec.Box = nil, "", b.ID()
 	if err := s.register(ctx, t, rec); err != nil {
 		t.shutdown(wire.Envelope{})
-		return nil, 0, err
+		return nil, err
 	}
-	return t, n, nil
+	return t, nil
 }

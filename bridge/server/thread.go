@@ -11,6 +11,7 @@ import (
 	"github.com/boxwire/boxwire/bridge/agentlink"
 	"github.com/boxwire/boxwire/bridge/approval"
 	"github.com/boxwire/boxwire/bridge/fleet"
+	"github.com/boxwire/boxwire/bridge/internal/clientmsg"
 	"github.com/boxwire/boxwire/bridge/sandbox"
 	"github.com/boxwire/boxwire/bridge/threadlog"
 	"github.com/boxwire/boxwire/bridge/wire"
@@ -117,27 +118,11 @@ func (t *thread) request(c *client, env wire.Envelope) {
 	if t.approvalRequest(c, env) { // approve, deny (approvals.go)
 		return
 	}
-	switch {
-	case wire.IsTerminal(env.Type) && !t.terminalRequest(c, env):
+	if wire.IsTerminal(env.Type) && !t.terminalRequest(c, env) { // terminal.go
 		return
-	case env.Type == wire.TypeHistory: // the bridge's alone (agentlink.SendHistory)
-		c.enqueue(wire.ErrorEnvelope(t.id, env.ID, wire.CodeNotAllowed, "history is sent only by the bridge"))
-		return
-	case env.Type == wire.TypeClaim || env.Type == wire.TypeClaimed, // pool.go
-		env.Type == wire.TypeResume || env.Type == wire.TypeResumed, // agentlink
-		wire.IsHostTool(env.Type):                                   // hosttools.go
-		c.enqueue(wire.ErrorEnvelope(t.id, env.ID, wire.CodeNotAllowed, "%s is between the agent and the bridge", env.Type))
-		return
-	case wire.IsRequest(env.Type):
-	case env.Type == wire.TypeHello:
-		c.enqueue(wire.ErrorEnvelope(t.id, env.ID, wire.CodeBadMessage, "hello was already exchanged"))
-		return
-	default:
-		if !wire.Known(env.Type) {
-			c.enqueue(wire.ErrorEnvelope(t.id, env.ID, wire.CodeUnknownType, "unknown message type %q", env.Type))
-			return
-		}
-		c.enqueue(wire.ErrorEnvelope(t.id, env.ID, wire.CodeBadMessage, "%s is not a request", env.Type))
+	}
+	if refusal, refused := clientmsg.Refusal(t.id, env); refused { // not a request for the agent
+		c.enqueue(refusal)
 		return
 	}
 	origID := env.ID
@@ -242,7 +227,7 @@ func (t *thread) TerminalOutput(frame []byte) { t.terminalOutput(frame) }
 // SandboxExited publishes that sb stopped, and logs why
 // (agentlink.Thread).
 func (t *thread) SandboxExited(sb sandbox.Sandbox) wire.SandboxExited {
-	ev := exitEvent(sb)
+	ev := fleet.ExitEvent(sb)
 	t.publish(wire.MustNew(wire.TypeSandboxExited, t.id, "", ev))
 	t.logExit(sb, ev.Message) // threads.go
 	return ev

@@ -17,25 +17,18 @@ import (
 // bridge/threadops' (Server.ops, over liveThreads); creating and deleting
 // them are here. Handler mounts the routes.
 
-// threadsAPI answers bridge/threadapi for the server: List, Get, Known,
-// MoveImage and SetEgress are its Ops'.
+// threadsAPI answers bridge/threadapi for the server: all but Create and
+// Delete are its Ops'.
 type threadsAPI struct {
 	*threadops.Ops
 	s *Server
 }
 
 // httpError maps an error of making or resuming a thread to a status and
-// the wire error a client is sent.
+// the wire error a client is sent (threadops.WireError).
 func httpError(err error) (int, wire.Error) {
-	werr := wireError(err)
+	werr := threadops.WireError(err)
 	return threadapi.Status(werr.Code), werr
-}
-
-// wireError is err as the wire error a client is sent (errorFor).
-func wireError(err error) wire.Error {
-	var werr wire.Error
-	_ = errorFor("", "", err).Decode(&werr)
-	return werr
 }
 
 // Create makes a thread (createThread) until the request or the server
@@ -47,7 +40,7 @@ func (a threadsAPI) Create(ctx context.Context, req wire.CreateThread) (wire.Thr
 	t, err := s.createThread(cctx, req)
 	if err != nil {
 		s.log.Warn("create thread", "err", err)
-		return wire.ThreadInfo{}, wireError(err)
+		return wire.ThreadInfo{}, threadops.WireError(err)
 	}
 	t.log.Info("thread created", "scope", t.box.Scope(), "box", t.box.ID())
 	return a.Info(ctx, t), nil
@@ -75,23 +68,6 @@ func (a threadsAPI) Delete(ctx context.Context, id, remote string) error {
 	}
 	t.log.Info("thread deleted")
 	return nil
-}
-
-// ThreadEgress checks a thread's egress rules (fleet.ThreadEgress).
-func (a threadsAPI) ThreadEgress(rules []string) ([]string, error) {
-	canon, err := a.s.fleet.ThreadEgress(rules)
-	if err != nil {
-		return nil, wireError(err)
-	}
-	return canon, nil
-}
-
-// Flush waits for the store's queued appends.
-func (a threadsAPI) Flush() { a.s.db.Flush() }
-
-// Events reads thread id's stored events.
-func (a threadsAPI) Events(id string, after uint64, limit int) ([]wire.Envelope, error) {
-	return a.s.db.Events(id, after, limit)
 }
 
 // threadRoutes mounts the threads API (bridge/threadapi) and file

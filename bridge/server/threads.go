@@ -5,7 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/boxwire/boxwire/bridge/fleet"
 	"github.com/boxwire/boxwire/bridge/internal/exitlog"
 	"github.com/boxwire/boxwire/bridge/sandbox"
 	"github.com/boxwire/boxwire/bridge/wire"
@@ -33,9 +32,6 @@ func (s *Server) removeThread(ctx context.Context, t *thread, final wire.Envelop
 	}
 	return err
 }
-
-// exitEvent describes a stopped sandbox for its clients (fleet.ExitEvent).
-func exitEvent(sb sandbox.Sandbox) wire.SandboxExited { return fleet.ExitEvent(sb) }
 
 // logExit tells the operator why sb stopped: msg and what its agent wrote
 // last (bridge/internal/exitlog). It blocks for at most inspectWait.

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -14,7 +13,7 @@ import (
 	"github.com/boxwire/boxwire/bridge/internal/hangup"
 	"github.com/boxwire/boxwire/bridge/internal/httpjson"
 	"github.com/boxwire/boxwire/bridge/internal/peerhello"
-	"github.com/boxwire/boxwire/bridge/sandbox"
+	"github.com/boxwire/boxwire/bridge/threadops"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -152,22 +151,11 @@ func onOwnStack[T any](f func() (T, error)) (T, error) {
 	return v, err
 }
 
-// errorFor turns a handshake failure into the error a client is sent.
+// errorFor turns a handshake failure into the error a client is sent
+// (threadops.WireError).
 func errorFor(thread, id string, err error) wire.Envelope {
-	var werr wire.Error
-	switch {
-	case errors.As(err, &werr):
-		return wire.ErrorEnvelope(thread, id, werr.Code, "%s", werr.Message)
-	case errors.Is(err, errLimit):
-		return wire.ErrorEnvelope(thread, id, wire.CodeSandboxLimit, "%v", err)
-	case errors.Is(err, errClosing):
-		return wire.ErrorEnvelope(thread, id, wire.CodeInternal, "%v", err)
-	case errors.Is(err, sandbox.ErrEngineUnavailable):
-		return wire.ErrorEnvelope(thread, id, wire.CodeEngineUnavailable,
-			"the bridge cannot reach the container engine: %v", err)
-	default:
-		return wire.ErrorEnvelope(thread, id, wire.CodeSandboxUnavailable, "could not start a sandbox: %v", err)
-	}
+	werr := threadops.WireError(err)
+	return wire.ErrorEnvelope(thread, id, werr.Code, "%s", werr.Message)
 }
 
 // enter counts a new connection handler unless the server is closing.

@@ -57,8 +57,10 @@ type Events interface {
 	Append(thread string, env wire.Envelope, done func(error))
 	// LastSeq is the seq of the thread's newest stored event.
 	LastSeq(thread string) (uint64, error)
-	// Flush waits until every queued append is committed.
+	// Flush waits until every queued append is committed; Events then
+	// returns up to limit stored events with seq > after.
 	Flush()
+	Events(thread string, after uint64, limit int) ([]wire.Envelope, error)
 }
 
 // Config is what an Ops works over; every field is required.
@@ -147,6 +149,24 @@ func (o *Ops) Suspended(ctx context.Context, id string) (fleet.ThreadRecord, boo
 		return fleet.ThreadRecord{}, false
 	}
 	return o.cfg.Fleet.SuspendedRecord(ctx, id)
+}
+
+// ThreadEgress checks the egress rules a thread asks for and returns them
+// canonical (fleet.ThreadEgress); a refusal is a wire.Error.
+func (o *Ops) ThreadEgress(rules []string) ([]string, error) {
+	canon, err := o.cfg.Fleet.ThreadEgress(rules)
+	if err != nil {
+		return nil, WireError(err)
+	}
+	return canon, nil
+}
+
+// Flush waits for the store's queued appends.
+func (o *Ops) Flush() { o.cfg.Events.Flush() }
+
+// Events reads thread id's stored events (the export).
+func (o *Ops) Events(id string, after uint64, limit int) ([]wire.Envelope, error) {
+	return o.cfg.Events.Events(id, after, limit)
 }
 
 // suspendedInfo describes a suspended thread: Expires is when the thread

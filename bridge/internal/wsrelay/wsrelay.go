@@ -108,11 +108,16 @@ func Dial(ctx context.Context, addr string, h http.Header, hello wire.Envelope) 
 }
 
 // Splice copies every message from a to b and from b to a until either
-// side ends; a close frame is passed on with its code (an abnormal end as
-// 1001, going away). It returns when both copies have, with both
-// connections closed. The caller must not read or write a or b meanwhile;
-// closing either ends the splice.
-func Splice(a, b *websocket.Conn) {
+// side ends, or ctx does (then both are closed); a close frame is passed
+// on with its code (an abnormal end as 1001, going away). It returns when
+// both copies have, with both connections closed. The caller must not
+// read or write a or b meanwhile; closing either ends the splice.
+func Splice(ctx context.Context, a, b *websocket.Conn) {
+	stop := context.AfterFunc(ctx, func() {
+		a.Close()
+		b.Close()
+	})
+	defer stop()
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {

@@ -96,7 +96,7 @@ func TestDialAndSplice(t *testing.T) {
 			t.Errorf("dial: %v", err)
 			return
 		}
-		wsrelay.Splice(c, upc)
+		wsrelay.Splice(context.Background(), c, upc)
 	}))
 	defer front.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -141,5 +141,56 @@ func TestDialRefused(t *testing.T) {
 	_, err := wsrelay.Dial(context.Background(), relay.URL, http.Header{}, wire.Envelope{})
 	if err == nil || !strings.Contains(err.Error(), "401") {
 		t.Fatalf("dial a refusing relay: %v, want its 401", err)
+	}
+}
+
+// Splice ends, closing both connections, when its ctx ends.
+func TestSpliceEndsWithItsContext(t *testing.T) {
+	t.Parallel()
+	var up websocket.Upgrader
+	quiet := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := up.Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		for {
+			if _, _, err := c.ReadMessage(); err != nil {
+				return
+			}
+		}
+	}))
+	defer quiet.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	spliced := make(chan struct{})
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := up.Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		upc, err := wsrelay.Dial(r.Context(), quiet.URL, r.Header, wire.Envelope{})
+		if err != nil {
+			c.Close()
+			t.Errorf("dial: %v", err)
+			return
+		}
+		wsrelay.Splice(ctx, c, upc)
+		close(spliced)
+	}))
+	defer front.Close()
+	c, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(front.URL, "http"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cancel()
+	select {
+	case <-spliced:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Splice did not return after its context ended")
+	}
+	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, _, err := c.ReadMessage(); err == nil {
+		t.Fatal("the client's connection is still open")
 	}
 }
