@@ -151,12 +151,12 @@ func (s *Server) Handler() http.Handler {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.Handle("GET "+wire.Path, u.Auth(http.HandlerFunc(s.serveWS)))
-	s.threadRoutes(mux)                                                                   // the threads API (bridge/threadapi) and file transfers: threadapi.go
-	u.Routes(mux)                                                                         // GET /v1/users/me, the admin API (bridge/users, bridge/auth)
-	s.roll.Routes(mux, u.Admin, u.Audited)                                                // GET and POST /v1/rollout (bridge/rollout)
-	s.roll.ImagesRoute(mux, u.Auth)                                                       // GET /v1/images: the allowed image names, to anyone (bridge/rollout)
-	mux.Handle("GET /metrics", u.Admin(metrics.Handler(s.metricThreads, s.metricLeases))) // bridge/metrics, metrics.go
-	s.web.Routes(mux)                                                                     // browser sessions and the page at / (bridge/web)
+	s.threadRoutes(mux)                                                   // the threads API (bridge/threadapi) and file transfers: threadapi.go
+	u.Routes(mux)                                                         // GET /v1/users/me, the admin API (bridge/users, bridge/auth)
+	s.roll.Routes(mux, u.Admin, u.Audited)                                // GET and POST /v1/rollout (bridge/rollout)
+	s.roll.ImagesRoute(mux, u.Auth)                                       // GET /v1/images: the allowed image names, to anyone (bridge/rollout)
+	mux.Handle("GET /metrics", u.Admin(metrics.Handler(s.metricThreads))) // bridge/metrics, metrics.go
+	s.web.Routes(mux)                                                     // browser sessions and the page at / (bridge/web)
 	mux.Handle("/", u.Auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		httpjson.Error(w, http.StatusNotFound, wire.CodeNotFound, "no route for "+r.Method+" "+r.URL.Path)
 	})))
