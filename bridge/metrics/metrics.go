@@ -2,7 +2,8 @@
 // Prometheus text format (version 0.0.4): per live thread the image and
 // the agent build its sandbox runs (boxwire_thread_agent, 1 per thread),
 // and how many threads run each agent version of each image
-// (boxwire_agent_threads).
+// (boxwire_agent_threads); and the store and leases of a bridge
+// (LeaseText).
 //
 // The server hands it the live threads (a Source, called once per
 // request) and guards the route (admins only); this package asks no
@@ -25,12 +26,54 @@ type Thread struct {
 // no sandbox and is not among them.
 type Source func() []Thread
 
-// Handler answers GET /metrics with src's threads, sorted by id.
-func Handler(src Source) http.Handler {
+// Handler answers GET /metrics with src's threads, sorted by id, and
+// then the text of each of more (LeaseText, say), called per request.
+func Handler(src Source, more ...func() string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-		_, _ = w.Write([]byte(Text(src())))
+		text := Text(src())
+		for _, m := range more {
+			text += m()
+		}
+		_, _ = w.Write([]byte(text))
 	})
+}
+
+// Leases are a bridge's store and leases as the metrics show them
+// (docs/store.md).
+type Leases struct {
+	// StoreUp is whether the store answered just now (its Ping).
+	StoreUp bool
+	// Held is how many threads' leases the bridge holds: the threads it
+	// relays.
+	Held int
+	// Lost counts the leases another bridge took from this one since it
+	// started; TakenOver the threads it took over from a bridge that was
+	// gone.
+	Lost, TakenOver uint64
+}
+
+// LeaseText is l in the text format: boxwire_store_up,
+// boxwire_leases_held, boxwire_leases_lost_total and
+// boxwire_threads_taken_over_total.
+func LeaseText(l Leases) string {
+	up := 0
+	if l.StoreUp {
+		up = 1
+	}
+	var b strings.Builder
+	for _, m := range []struct {
+		name, kind, help string
+		v                uint64
+	}{
+		{"boxwire_store_up", "gauge", "Whether the store answered (1) or not (0).", uint64(up)},
+		{"boxwire_leases_held", "gauge", "Thread leases this bridge holds: the threads it relays.", uint64(l.Held)},
+		{"boxwire_leases_lost_total", "counter", "Thread leases another bridge took from this one.", l.Lost},
+		{"boxwire_threads_taken_over_total", "counter", "Threads this bridge took over from a bridge that was gone.", l.TakenOver},
+	} {
+		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n%s %d\n", m.name, m.help, m.name, m.kind, m.name, m.v)
+	}
+	return b.String()
 }
 
 // Text is the metrics of threads in the text format.

@@ -44,3 +44,29 @@ func TestHandler(t *testing.T) {
 		t.Fatalf("body %q, want %q", rec.Body.String(), want)
 	}
 }
+
+func TestLeaseText(t *testing.T) {
+	t.Parallel()
+	got := metrics.LeaseText(metrics.Leases{StoreUp: true, Held: 3, Lost: 1, TakenOver: 2})
+	want := `# HELP boxwire_store_up Whether the store answered (1) or not (0).
+# TYPE boxwire_store_up gauge
+boxwire_store_up 1
+# HELP boxwire_leases_held Thread leases this bridge holds: the threads it relays.
+# TYPE boxwire_leases_held gauge
+boxwire_leases_held 3
+# HELP boxwire_leases_lost_total Thread leases another bridge took from this one.
+# TYPE boxwire_leases_lost_total counter
+boxwire_leases_lost_total 1
+# HELP boxwire_threads_taken_over_total Threads this bridge took over from a bridge that was gone.
+# TYPE boxwire_threads_taken_over_total counter
+boxwire_threads_taken_over_total 2
+`
+	if got != want {
+		t.Fatalf("got\n%s\nwant\n%s", got, want)
+	}
+	rec := httptest.NewRecorder()
+	metrics.Handler(func() []metrics.Thread { return nil }, func() string { return got }).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if rec.Body.String() != metrics.Text(nil)+want {
+		t.Fatalf("Handler with LeaseText: %q", rec.Body.String())
+	}
+}

@@ -153,6 +153,7 @@ func (s *Server) takeOverIn(ctx context.Context, rec ThreadRecord) (t *thread, d
 	if t = s.lookup(rec.ID); t == nil {
 		return nil, true, errors.New("took over the sandbox, but its thread did not start")
 	}
+	s.leases.takenOver.Add(1)
 	t.log.Info("took over a thread whose bridge is gone", "box", rec.Box, "sandbox", t.box.SandboxID())
 	return t, true, nil
 }

@@ -3,8 +3,10 @@ package server_test
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -114,6 +116,29 @@ WHERE thread = $1 AND holder = 'bridge-test'`, id)
 	if !strings.Contains(e.logs.String(), "stopped relaying the thread") {
 		t.Fatalf("no log of letting the thread go:\n%s", e.logs.String())
 	}
+	m := e.metricsText()
+	for _, want := range []string{"boxwire_leases_lost_total 1\n", "boxwire_leases_held 0\n", "boxwire_store_up 1\n"} {
+		if !strings.Contains(m, want) {
+			t.Errorf("GET /metrics lacks %q:\n%s", want, m)
+		}
+	}
+}
+
+// metricsText is the bridge's GET /metrics answer (the admin token).
+func (e *env) metricsText() string {
+	e.t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, e.hs.URL+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		e.t.Fatalf("GET /metrics: %d %s", resp.StatusCode, data)
+	}
+	return string(data)
 }
 
 // A bridge that stops (Close: its leases released, its sandboxes left
@@ -147,6 +172,9 @@ func TestTakeOverWhenItsBridgeStops(t *testing.T) {
 		t.Fatalf("after the takeover the first event is seq %d, want %d: %s", got[0].Seq, last+1, summary(got))
 	}
 	checkSeqs(t, got, last+1)
+	if m := b.metricsText(); !strings.Contains(m, "boxwire_threads_taken_over_total 1\n") || !strings.Contains(m, "boxwire_leases_held 1\n") {
+		t.Errorf("bridge-b's GET /metrics after the takeover:\n%s", m)
+	}
 	if live, specs, removed, _ := a.mgr.State(); live != 1 || len(specs) != 1 || len(removed) != 0 {
 		t.Fatalf("sandboxes: %d live, %d made, removed %v; want the first one only, still running", live, len(specs), removed)
 	}

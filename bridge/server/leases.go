@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/boxwire/boxwire/bridge/store"
@@ -43,6 +44,17 @@ type leases struct {
 	mu      sync.Mutex
 	held    map[string]bool // threads
 	address string          // announced to the other bridges (forward.go)
+
+	// lost and takenOver count, for GET /metrics, the leases another
+	// bridge took from this one and the threads this one took over.
+	lost, takenOver atomic.Uint64
+}
+
+// count is how many threads' leases this bridge holds.
+func (l *leases) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.held)
 }
 
 // announced records that this bridge's address is in the store: release
@@ -164,6 +176,7 @@ func (l *leases) renew(ctx context.Context, live []string) (lost []string) {
 		case errors.Is(err, store.ErrLeaseHeld):
 			l.log.Warn("lease of a relayed thread lost: another bridge relays it now", "thread", id, "holder", cur.Holder, "epoch", cur.Epoch)
 			lost = append(lost, id)
+			l.lost.Add(1)
 			delete(now, id)
 		case err != nil:
 			l.log.Error("renew a relayed thread's lease", "thread", id, "err", err)

@@ -1,6 +1,10 @@
 package server
 
-import "github.com/boxwire/boxwire/bridge/metrics"
+import (
+	"context"
+
+	"github.com/boxwire/boxwire/bridge/metrics"
+)
 
 // metricThreads is every live thread as GET /metrics shows it
 // (bridge/metrics): its image, and the image id and agent build its
@@ -13,4 +17,14 @@ func (s *Server) metricThreads() []metrics.Thread {
 			AgentVersion: st.Agent.Version, AgentHash: st.Agent.Hash})
 	}
 	return out
+}
+
+// metricLeases is the store and leases part of GET /metrics
+// (metrics.LeaseText): whether the store answers now, the leases held,
+// lost and taken over (leases.go, failover.go).
+func (s *Server) metricLeases() string {
+	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+	defer cancel()
+	return metrics.LeaseText(metrics.Leases{StoreUp: s.db.Ping(ctx) == nil, Held: s.leases.count(),
+		Lost: s.leases.lost.Load(), TakenOver: s.leases.takenOver.Load()})
 }

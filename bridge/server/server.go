@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/boxwire/boxwire/bridge/auth"
+	"github.com/boxwire/boxwire/bridge/boxdir"
 	"github.com/boxwire/boxwire/bridge/config"
 	"github.com/boxwire/boxwire/bridge/fleet"
 	"github.com/boxwire/boxwire/bridge/hostcheck"
@@ -124,19 +125,28 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// fleetConfig is the fleet's part of the server's config (Config.Fleet),
-// with the server's hooks: the records without other bridges' threads
-// (leases.go), the users' model-call quota and token count, egress
-// approvals that ask the clients of a sandbox's threads (approvals.go),
-// Reconcile's adopted threads made here (reconcile.go), and each thread's
-// lease taken before its sandbox is touched (a peer's is left to it,
-// failover.go).
+// fleetConfig is the fleet's part of the server's config, with the
+// server's hooks: egress approvals ask the clients of a sandbox's threads
+// (approvals.go), and Reconcile's adopted threads are made here
+// (reconcile.go).
 func (s *Server) fleetConfig() fleet.Config {
-	c := s.cfg.Fleet() // bridge/config
-	c.Records, c.Logger = ownRecords{s.cfg.Store, s.leases}, s.log
-	c.LLMAdmit, c.LLMUsage = s.users.AdmitModelCall, s.users.CountTokens // bridge/users
-	c.Check, c.Adopt, c.Claim = s.egressCheck, s.adoptThread, s.leases.acquire
-	return c
+	c := s.cfg
+	return fleet.Config{
+		Manager: c.Manager, Records: ownRecords{c.Store, s.leases}, Logger: s.log, // not other bridges' threads (leases.go)
+		Layout:   boxdir.New(boxdir.Config{Root: c.DataDir, UID: c.SandboxUID, GID: c.SandboxGID}),
+		BridgeID: c.BridgeID, Token: c.Token, Software: c.Software, Model: c.Model,
+		SandboxUID: c.SandboxUID, SandboxGID: c.SandboxGID, DataDir: c.DataDir,
+		Image: c.Image, Images: c.Images, Runtime: c.Runtime, Runtimes: c.Runtimes,
+		MaxSandboxes: c.MaxSandboxes, IdleTTL: c.IdleTTL, MaxLifetime: c.MaxLifetime,
+		ThreadTTL: c.ThreadTTL, RecycleGrace: c.RecycleGrace, ReapInterval: c.ReapInterval,
+		Pool: c.Pool, PoolIdle: c.PoolIdle, Rollout: c.Rollout, AgentBinary: c.AgentBinary,
+		LLM: c.LLM, UsageEvents: c.UsageEvents, LLMAdmit: s.users.AdmitModelCall, LLMUsage: s.users.CountTokens, // bridge/users
+		Egress: c.Egress, EgressThreadMax: c.EgressThreadMax, Policy: c.Policy, EgressRoots: c.EgressRoots,
+		Posture: c.Posture,
+		Check:   s.egressCheck,    // approvals.go
+		Adopt:   s.adoptThread,    // reconcile.go
+		Claim:   s.leases.acquire, // leases.go: a peer's sandbox is left to it (failover.go)
+	}
 }
 
 // Handler returns the HTTP API: GET /v1/ws, the threads API (POST and GET
@@ -151,12 +161,12 @@ func (s *Server) Handler() http.Handler {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.Handle("GET "+wire.Path, u.Auth(http.HandlerFunc(s.serveWS)))
-	s.threadRoutes(mux)                                                   // the threads API (bridge/threadapi) and file transfers: threadapi.go
-	u.Routes(mux)                                                         // GET /v1/users/me, the admin API (bridge/users, bridge/auth)
-	s.roll.Routes(mux, u.Admin, u.Audited)                                // GET and POST /v1/rollout (bridge/rollout)
-	s.roll.ImagesRoute(mux, u.Auth)                                       // GET /v1/images: the allowed image names, to anyone (bridge/rollout)
-	mux.Handle("GET /metrics", u.Admin(metrics.Handler(s.metricThreads))) // bridge/metrics, metrics.go
-	s.web.Routes(mux)                                                     // browser sessions and the page at / (bridge/web)
+	s.threadRoutes(mux)                                                                   // the threads API (bridge/threadapi) and file transfers: threadapi.go
+	u.Routes(mux)                                                                         // GET /v1/users/me, the admin API (bridge/users, bridge/auth)
+	s.roll.Routes(mux, u.Admin, u.Audited)                                                // GET and POST /v1/rollout (bridge/rollout)
+	s.roll.ImagesRoute(mux, u.Auth)                                                       // GET /v1/images: the allowed image names, to anyone (bridge/rollout)
+	mux.Handle("GET /metrics", u.Admin(metrics.Handler(s.metricThreads, s.metricLeases))) // bridge/metrics, metrics.go
+	s.web.Routes(mux)                                                                     // browser sessions and the page at / (bridge/web)
 	mux.Handle("/", u.Auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		httpjson.Error(w, http.StatusNotFound, wire.CodeNotFound, "no route for "+r.Method+" "+r.URL.Path)
 	})))
@@ -261,5 +271,8 @@ func (s *Server) untilClose(ctx context.Context) (context.Context, context.Cance
 	return ctx, func() { stop(); cancel() }
 }
 
-// errClosing: a thread registered while the server closes.
-var errClosing = fleet.ErrClosing
+// errLimit, errClosing: see errorFor and the threads API.
+var (
+	errLimit   = fleet.ErrLimit
+	errClosing = fleet.ErrClosing
+)
