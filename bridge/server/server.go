@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 
 	"github.com/boxwire/boxwire/bridge/auth"
-	"github.com/boxwire/boxwire/bridge/boxdir"
 	"github.com/boxwire/boxwire/bridge/config"
 	"github.com/boxwire/boxwire/bridge/fleet"
 	"github.com/boxwire/boxwire/bridge/hostcheck"
@@ -125,28 +124,19 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// fleetConfig is the fleet's part of the server's config, with the
-// server's hooks: egress approvals ask the clients of a sandbox's threads
-// (approvals.go), and Reconcile's adopted threads are made here
-// (reconcile.go).
+// fleetConfig is the fleet's part of the server's config (Config.Fleet),
+// with the server's hooks: the records without other bridges' threads
+// (leases.go), the users' model-call quota and token count, egress
+// approvals that ask the clients of a sandbox's threads (approvals.go),
+// Reconcile's adopted threads made here (reconcile.go), and each thread's
+// lease taken before its sandbox is touched (a peer's is left to it,
+// failover.go).
 func (s *Server) fleetConfig() fleet.Config {
-	c := s.cfg
-	return fleet.Config{
-		Manager: c.Manager, Records: ownRecords{c.Store, s.leases}, Logger: s.log, // not other bridges' threads (leases.go)
-		Layout:   boxdir.New(boxdir.Config{Root: c.DataDir, UID: c.SandboxUID, GID: c.SandboxGID}),
-		BridgeID: c.BridgeID, Token: c.Token, Software: c.Software, Model: c.Model,
-		SandboxUID: c.SandboxUID, SandboxGID: c.SandboxGID, DataDir: c.DataDir,
-		Image: c.Image, Images: c.Images, Runtime: c.Runtime, Runtimes: c.Runtimes,
-		MaxSandboxes: c.MaxSandboxes, IdleTTL: c.IdleTTL, MaxLifetime: c.MaxLifetime,
-		ThreadTTL: c.ThreadTTL, RecycleGrace: c.RecycleGrace, ReapInterval: c.ReapInterval,
-		Pool: c.Pool, PoolIdle: c.PoolIdle, Rollout: c.Rollout, AgentBinary: c.AgentBinary,
-		LLM: c.LLM, UsageEvents: c.UsageEvents, LLMAdmit: s.users.AdmitModelCall, LLMUsage: s.users.CountTokens, // bridge/users
-		Egress: c.Egress, EgressThreadMax: c.EgressThreadMax, Policy: c.Policy, EgressRoots: c.EgressRoots,
-		Posture: c.Posture,
-		Check:   s.egressCheck,    // approvals.go
-		Adopt:   s.adoptThread,    // reconcile.go
-		Claim:   s.leases.acquire, // leases.go: a peer's sandbox is left to it (failover.go)
-	}
+	c := s.cfg.Fleet() // bridge/config
+	c.Records, c.Logger = ownRecords{s.cfg.Store, s.leases}, s.log
+	c.LLMAdmit, c.LLMUsage = s.users.AdmitModelCall, s.users.CountTokens // bridge/users
+	c.Check, c.Adopt, c.Claim = s.egressCheck, s.adoptThread, s.leases.acquire
+	return c
 }
 
 // Handler returns the HTTP API: GET /v1/ws, the threads API (POST and GET
@@ -271,8 +261,5 @@ func (s *Server) untilClose(ctx context.Context) (context.Context, context.Cance
 	return ctx, func() { stop(); cancel() }
 }
 
-// errLimit, errClosing: see errorFor and the threads API.
-var (
-	errLimit   = fleet.ErrLimit
-	errClosing = fleet.ErrClosing
-)
+// errClosing: a thread registered while the server closes.
+var errClosing = fleet.ErrClosing
