@@ -80,6 +80,12 @@ PORT_OPENED: Final = "port_opened"
 STREAM_CLOSE: Final = "stream_close"
 PORT_LIST: Final = "port_list"
 PORTS: Final = "ports"
+HOST_TOOLS_LIST: Final = "host_tools_list"
+HOST_TOOLS: Final = "host_tools"
+HOST_CALL: Final = "host_call"
+HOST_PROGRESS: Final = "host_progress"
+HOST_RESULT: Final = "host_result"
+HOST_CANCEL: Final = "host_cancel"
 
 # tool_result statuses and turn_done reasons.
 STATUS_EXITED: Final = "exited"
@@ -160,6 +166,7 @@ class Hello:
     posture: Posture | None = None
     instance: str = ""
     agent_hash: str = ""
+    host_tools: bool = False
 
 
 @dataclass
@@ -459,6 +466,40 @@ class Ports:
     ports: list[Port]
 
 
+@dataclass
+class HostTool:
+    """A tool the bridge runs on the host for the agent (docs/tools.md)."""
+
+    name: str
+    input_schema: JSON
+    description: str = ""
+
+
+@dataclass
+class HostTools:
+    tools: list[HostTool]
+    errors: list[str] = field(default_factory=list)
+
+
+@dataclass
+class HostCall:
+    call_id: str
+    name: str
+    arguments: JSON
+
+
+@dataclass
+class HostProgress:
+    message: str
+
+
+@dataclass
+class HostResult:
+    output: str = ""
+    error: str = ""
+    redacted: int = 0
+
+
 PAYLOADS: Final[dict[str, type | None]] = {
     HELLO: Hello,
     USER_MESSAGE: UserMessage,
@@ -509,6 +550,12 @@ PAYLOADS: Final[dict[str, type | None]] = {
     STREAM_CLOSE: StreamClose,
     PORT_LIST: None,
     PORTS: Ports,
+    HOST_TOOLS_LIST: None,
+    HOST_TOOLS: HostTools,
+    HOST_CALL: HostCall,
+    HOST_PROGRESS: HostProgress,
+    HOST_RESULT: HostResult,
+    HOST_CANCEL: None,
 }
 """Every message type of protocol version 1 and its payload class."""
 

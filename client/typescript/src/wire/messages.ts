@@ -65,6 +65,12 @@ const payloadCodecs = {
   stream_close: p.StreamClose,
   port_list: null,
   ports: p.Ports,
+  host_tools_list: null,
+  host_tools: p.HostTools,
+  host_call: p.HostCall,
+  host_progress: p.HostProgress,
+  host_result: p.HostResult,
+  host_cancel: null,
 } as const;
 
 type Codecs = typeof payloadCodecs;

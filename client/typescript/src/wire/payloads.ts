@@ -28,6 +28,7 @@ export const Hello = obj({
   posture: opt(Posture),
   instance: opt(str),
   agent_hash: opt(str),
+  host_tools: opt(bool),
 });
 
 export const Text = obj({ text: str });
@@ -181,6 +182,17 @@ export const Port = obj({ port: num, address: str });
 /** What listens in the sandbox: the ports event, and port_list's answer. */
 export const Ports = obj({ ports: arr(Port) });
 
+/** Host tools between an agent and its bridge (docs/tools.md, Host tools). */
+export const HostTool = obj({ name: str, description: opt(str), input_schema: json });
+
+export const HostTools = obj({ tools: arr(HostTool), errors: opt(arr(str)) });
+
+export const HostCall = obj({ call_id: str, name: str, arguments: json });
+
+export const HostProgress = obj({ message: str });
+
+export const HostResult = obj({ output: opt(str), error: opt(str), redacted: opt(num) });
+
 /** The threads API: POST /v1/threads (docs/lifecycle.md). */
 export const CreateThread = obj({
   image: opt(str),
@@ -261,6 +273,11 @@ export type StreamRef = TypeOf<typeof StreamRef>;
 export type StreamClose = TypeOf<typeof StreamClose>;
 export type Port = TypeOf<typeof Port>;
 export type Ports = TypeOf<typeof Ports>;
+export type HostTool = TypeOf<typeof HostTool>;
+export type HostTools = TypeOf<typeof HostTools>;
+export type HostCall = TypeOf<typeof HostCall>;
+export type HostProgress = TypeOf<typeof HostProgress>;
+export type HostResult = TypeOf<typeof HostResult>;
 export type CreateThread = TypeOf<typeof CreateThread>;
 export type ThreadInfo = TypeOf<typeof ThreadInfo>;
 export type ThreadList = TypeOf<typeof ThreadList>;
