@@ -142,8 +142,9 @@ const (
 
 // moveThread moves cfg's thread to image through the bridge
 // (PATCH /v1/threads/{id} {"image"}), saying so on w, and waits until the
-// thread's sandbox runs again on a new container, so the chat that
-// follows is not sent to the one being replaced. A busy thread moves
+// thread's sandbox runs again on a new container whose agent has greeted
+// the bridge, so the chat that follows is not sent to the one being
+// replaced. A busy thread moves
 // only when its work ends: after moveWait it attaches anyway. A
 // suspended thread resumes on the new image; nothing to wait for.
 func moveThread(ctx context.Context, w io.Writer, cfg chat.Config, image string) int {
@@ -173,7 +174,10 @@ func moveThread(ctx context.Context, w io.Writer, cfg chat.Config, image string)
 		case <-tick.C:
 		}
 		now, err := chat.GetThread(ctx, cfg, cfg.Thread)
-		if err == nil && now.Status == wire.SandboxRunning && now.SandboxID != "" && now.SandboxID != before.SandboxID {
+		// The new container runs and its agent has answered the bridge
+		// (its build is known): a message now reaches it.
+		if err == nil && now.Status == wire.SandboxRunning && now.SandboxID != "" && now.SandboxID != before.SandboxID &&
+			now.AgentVersion != "" {
 			return ExitOK
 		}
 	}
