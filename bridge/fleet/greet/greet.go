@@ -167,6 +167,7 @@ func (g *Greeter) Dial(ctx context.Context, t Target, id string, claim bool) (*w
 	}
 	hello := wire.MustNew(wire.TypeHello, id, "", wire.Hello{
 		Version: wire.Version, Role: wire.RoleBridge, Software: g.cfg.Software, Thread: id,
+		HostTools: true, // it answers host_tools_list (bridge/server/hosttools.go)
 	})
 	if err := writeEnvelope(conn, hello); err != nil {
 		conn.Close()
