@@ -291,7 +291,7 @@ func TestCollect(t *testing.T) {
 	if _, err := e.mgr.Create(ctx, sandbox.Spec{AgentDir: t.TempDir(), Labels: map[string]string{sandbox.LabelOwner: "bridge-other"}}); err != nil {
 		t.Fatal(err)
 	}
-	sbs, vols, err := collect.Collect(ctx, e.mgr, "bridge-test", "")
+	sbs, vols, err := collect.Collect(ctx, e.mgr, "bridge-test", "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,5 +300,29 @@ func TestCollect(t *testing.T) {
 	}
 	if live := e.mgr.Live(); len(live) != 1 {
 		t.Fatalf("sandboxes left: %v, want the other bridge's one", live)
+	}
+}
+
+// TestCollectLeavesRelayed: gc of a bridge id leaves a sandbox whose
+// thread another bridge relays now (it took the sandbox over), with its
+// volume and folders, and removes the rest.
+func TestCollectLeavesRelayed(t *testing.T) {
+	t.Parallel()
+	e := newFleet(t, nil)
+	kept, _ := e.acquire("t1", wire.CreateThread{})
+	gone, _ := e.acquire("t2", wire.CreateThread{})
+	ctx := context.Background()
+	sbs, vols, err := collect.Collect(ctx, e.mgr, "bridge-test", e.dir, func(th string) bool { return th == "t1" })
+	if err != nil || sbs != 1 || vols != 1 {
+		t.Fatalf("collected %d sandboxes and %d volumes (%v), want 1 and 1", sbs, vols, err)
+	}
+	if _, ok := e.mgr.Live()[kept.SandboxID()]; !ok || len(e.mgr.Live()) != 1 {
+		t.Fatalf("sandboxes left: %v, want t1's", e.mgr.Live())
+	}
+	if _, err := os.Stat(kept.Dirs().Bridge); err != nil {
+		t.Errorf("t1's folder: %v", err)
+	}
+	if _, err := os.Stat(gone.Dirs().Bridge); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("t2's folder is still there (%v)", err)
 	}
 }

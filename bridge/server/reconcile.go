@@ -47,9 +47,14 @@ func Collect(ctx context.Context, mgr sandbox.Manager, bridgeID, dataDir string)
 // CollectIn is Collect with the threads forgotten in the store at
 // storeURL (OpenStore; "" is <dataDir>/boxwire.db). A PostgreSQL store
 // may be shared by several bridges: there it forgets every thread but
-// those another bridge holds an unexpired lease of.
+// those another bridge holds an unexpired lease of, and leaves their
+// sandboxes (another bridge took them over), volumes and folders.
 func CollectIn(ctx context.Context, mgr sandbox.Manager, bridgeID, dataDir, storeURL string) (sandboxes, volumes int, err error) {
-	sandboxes, volumes, err = collect.Collect(ctx, mgr, bridgeID, dataDir)
+	relayed, err := storeopen.Relayed(ctx, bridgeID, storeURL) // their sandboxes stay too (failover.go)
+	if err != nil {
+		return 0, 0, err
+	}
+	sandboxes, volumes, err = collect.Collect(ctx, mgr, bridgeID, dataDir, func(th string) bool { return relayed[th] })
 	if dataDir != "" || storeURL != "" {
 		err = errors.Join(err, storeopen.Forget(ctx, bridgeID, dataDir, storeURL)) // bridge/storeopen
 	}

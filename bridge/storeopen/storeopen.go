@@ -38,6 +38,32 @@ func Open(ctx context.Context, where, dataDir string, opt store.Options) (store.
 	return store.Open(filepath.Join(dataDir, File), opt)
 }
 
+// Relayed returns the threads another bridge than bridgeID holds an
+// unexpired lease of in the PostgreSQL store at where: `bridge gc` leaves
+// them, and the sandboxes another bridge took over, alone. A bbolt file
+// has one bridge: nil.
+func Relayed(ctx context.Context, bridgeID, where string) (map[string]bool, error) {
+	if !pgstore.IsURL(where) {
+		return nil, nil
+	}
+	st, err := pgstore.Open(ctx, where, store.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("gc: %w", err)
+	}
+	defer st.Close()
+	leases, err := st.Leases(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("gc: %w", err)
+	}
+	out := map[string]bool{}
+	for _, l := range leases {
+		if l.Holder != bridgeID {
+			out[l.Thread] = true
+		}
+	}
+	return out, nil
+}
+
 // Forget deletes every thread and its log from the store at where (Open),
 // if there is one (a bbolt file not made yet is none): with their
 // sandboxes and volumes gone, suspended threads (and the rest) have

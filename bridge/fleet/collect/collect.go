@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/boxwire/boxwire/bridge/boxdir"
 	"github.com/boxwire/boxwire/bridge/sandbox"
@@ -16,16 +17,24 @@ import (
 // Collect removes every sandbox and workspace volume labelled with
 // bridgeID and every socket folder under <dataDir>/run (dataDir "": none):
 // the sandbox half of `bridge gc` (server.Collect forgets the threads
-// too). Run it only when no bridge with that id is running. It returns how
-// many sandboxes and volumes it removed.
-func Collect(ctx context.Context, mgr sandbox.Manager, bridgeID, dataDir string) (sandboxes, volumes int, err error) {
+// too). A sandbox whose thread relayed says another bridge relays now
+// (it took the sandbox over, docs/store.md "Fail-over") stays, with its
+// volume and folders; relayed nil keeps nothing. Run it only when no
+// bridge with that id is running. It returns how many sandboxes and
+// volumes it removed.
+func Collect(ctx context.Context, mgr sandbox.Manager, bridgeID, dataDir string, relayed func(thread string) bool) (sandboxes, volumes int, err error) {
 	owner := map[string]string{sandbox.LabelOwner: bridgeID}
 	list, err := mgr.List(ctx, owner)
 	if err != nil {
 		return 0, 0, fmt.Errorf("gc: %w", err)
 	}
 	var errs []error
+	kept := map[string]bool{} // box ids
 	for _, sb := range list {
+		if th := sb.Labels[sandbox.LabelThread]; relayed != nil && th != "" && relayed(th) {
+			kept[sb.Labels[sandbox.LabelBox]] = true
+			continue
+		}
 		if err := mgr.Remove(ctx, sb.ID); err != nil {
 			errs = append(errs, err)
 			continue
@@ -37,6 +46,9 @@ func Collect(ctx context.Context, mgr sandbox.Manager, bridgeID, dataDir string)
 		return sandboxes, 0, errors.Join(append(errs, fmt.Errorf("gc: %w", err))...)
 	}
 	for _, v := range vols {
+		if kept[strings.TrimPrefix(v, "boxwire-ws-")] {
+			continue
+		}
 		if err := mgr.RemoveVolume(ctx, v); err != nil {
 			errs = append(errs, err)
 			continue
@@ -44,9 +56,26 @@ func Collect(ctx context.Context, mgr sandbox.Manager, bridgeID, dataDir string)
 		volumes++
 	}
 	if dataDir != "" {
-		if err := boxdir.RemoveAll(dataDir); err != nil {
-			errs = append(errs, fmt.Errorf("gc: %w", err))
-		}
+		errs = append(errs, removeFolders(dataDir, kept))
 	}
 	return sandboxes, volumes, errors.Join(errs...)
+}
+
+// removeFolders removes the sandbox folders under dataDir but kept's.
+func removeFolders(dataDir string, kept map[string]bool) error {
+	l := boxdir.New(boxdir.Config{Root: dataDir})
+	ids, err := l.IDs()
+	if err != nil {
+		return fmt.Errorf("gc: %w", err)
+	}
+	var errs []error
+	for _, id := range ids {
+		if !kept[id] {
+			errs = append(errs, l.Remove(id))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("gc: %w", err)
+	}
+	return nil
 }
