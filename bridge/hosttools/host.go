@@ -34,6 +34,10 @@ const (
 	// terminateWait is how long a stdio server has to exit after its
 	// stdin closes before it is signalled.
 	terminateWait = 2 * time.Second
+	// retryWait is how long a server that could not be reached is not
+	// tried again (its error is answered at once), so that a dead server
+	// does not hold up every turn's start.
+	retryWait = 15 * time.Second
 )
 
 // Config configures a Host.
@@ -231,6 +235,8 @@ type server struct {
 	tools  []*mcp.Tool
 	listed time.Time
 	stale  atomic.Bool // tools/list_changed came: list again
+	failed time.Time   // when the last connect failed
+	err    error       // and why
 
 	pmu      sync.Mutex              // progress only: the SDK's handlers take it
 	progress map[string]func(string) // by progress token (the call id)
@@ -252,11 +258,19 @@ func (s *server) session(ctx context.Context) (*mcp.ClientSession, error) {
 	if closed {
 		return nil, errClosed
 	}
+	if since := time.Since(s.failed); s.err != nil && since < retryWait {
+		s.h.wg.Done()
+		return nil, fmt.Errorf("%w (tried %s ago; again after %s)", s.err, since.Round(time.Second), retryWait)
+	}
 	sess, stderr, err := s.connect(ctx)
 	if err != nil {
 		s.h.wg.Done()
+		if ctx.Err() == nil { // not the caller giving up
+			s.failed, s.err = time.Now(), err
+		}
 		return nil, err
 	}
+	s.err = nil
 	s.sess, s.stderr, s.tools, s.ended = sess, stderr, nil, make(chan struct{})
 	go s.watch(sess, s.ended)
 	s.log.Info("host tool server connected")

@@ -184,6 +184,13 @@ func TestStreamableHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	testutil.Eventually(t, "the HTTP server listens", 10*time.Second, func() bool {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
 	mk := func(header string) *hosttools.Host {
 		raw := fmt.Sprintf(`{"servers":[{"name":"web","url":"http://%s/mcp","headers_from":{"Authorization":"WEB_AUTH"}}]}`, addr)
 		servers, err := hosttools.Parse([]byte(raw), func(string) string { return header })
@@ -195,9 +202,9 @@ func TestStreamableHTTP(t *testing.T) {
 		return h
 	}
 	h := mk("Bearer http-secret-abcdef")
-	testutil.Eventually(t, "the HTTP server lists its tools", 10*time.Second, func() bool {
-		return len(h.Tools(context.Background(), hosttools.Scope{}).Tools) == 6
-	})
+	if l := h.Tools(context.Background(), hosttools.Scope{}); len(l.Tools) != 6 {
+		t.Fatalf("the HTTP server's tools: %+v", l)
+	}
 	res, _ := call(h, "echo", `{"text":"over http"}`)
 	if res.Output != "echo: over http" {
 		t.Errorf("echo over HTTP: %+v", res)
@@ -243,5 +250,28 @@ func TestParseErrors(t *testing.T) {
 	}
 	if _, err := hosttools.Load(filepath.Join(t.TempDir(), "missing.json"), getenv); err == nil || !strings.Contains(err.Error(), "host tools:") {
 		t.Errorf("missing file: %v", err)
+	}
+}
+
+// TestUnreachable: a server that cannot be started is named in the list's
+// errors, its tools are missing, a call says why, and it is not tried
+// again for a while (a dead server does not hold up every turn).
+func TestUnreachable(t *testing.T) {
+	servers, err := hosttools.Parse([]byte(`{"servers":[{"name":"gone","command":["/nonexistent/mcp-server"]}]}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := hosttools.New(hosttools.Config{Servers: servers})
+	t.Cleanup(func() { h.Close() })
+	l := h.Tools(context.Background(), hosttools.Scope{})
+	if len(l.Tools) != 0 || len(l.Errors) != 1 || !strings.HasPrefix(l.Errors[0], "gone: connect:") {
+		t.Fatalf("first list: %+v", l)
+	}
+	l = h.Tools(context.Background(), hosttools.Scope{})
+	if len(l.Errors) != 1 || !strings.Contains(l.Errors[0], "ago; again after 15s)") {
+		t.Errorf("second list: %+v", l)
+	}
+	if res := h.Call(context.Background(), hosttools.Scope{}, wire.HostCall{Name: "anything"}, nil); !strings.Contains(res.Error, "not a host tool") {
+		t.Errorf("a call: %+v", res)
 	}
 }
