@@ -44,13 +44,17 @@ func TestTools(t *testing.T) {
 		{"result and progress", func(p func(string)) (wire.HostResult, error) {
 			p("working")
 			return wire.HostResult{Output: "found"}, nil
-		}, func(r tool.Result, out string) bool { return r.Output == "found" && r.Err == "" && out == "working\r\n" }},
+		}, func(r tool.Result, out string) bool {
+			return r.Output == "found" && r.Err == "" && out == "working\r\n"
+		}},
 		{"tool error", func(func(string)) (wire.HostResult, error) {
 			return wire.HostResult{Output: "no", Error: "the tool reported an error: no"}, nil
 		}, func(r tool.Result, _ string) bool { return r.Err == "the tool reported an error: no" }},
 		{"bridge gone", func(func(string)) (wire.HostResult, error) {
 			return wire.HostResult{}, errors.New("the bridge connection closed")
-		}, func(r tool.Result, _ string) bool { return r.Err == "host tool gh_search: the bridge connection closed" }},
+		}, func(r tool.Result, _ string) bool {
+			return r.Err == "host tool gh_search: the bridge connection closed"
+		}},
 		{"cut and redacted", func(func(string)) (wire.HostResult, error) {
 			return wire.HostResult{Output: strings.Repeat("é", 15), Redacted: 2}, nil
 		}, func(r tool.Result, _ string) bool {
