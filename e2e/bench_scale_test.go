@@ -3,7 +3,9 @@ package e2e_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -64,6 +66,7 @@ func benchScale(t *testing.T, _ *env, r *report) {
 	}
 	conns := append(liveConns, dialAll(t, ctx, e, idle, 32)...)
 	connected := settledRSS(t, b)
+	fds, fdLimit := openFiles(t, b.cmd.Process.Pid)
 	writeProfile(t, e, "scale-heap", "heap")
 
 	pings := make([]time.Duration, len(conns))
@@ -107,7 +110,28 @@ func benchScale(t *testing.T, _ *env, r *report) {
 	r.add(figure{name: "scale_kib_per_live", value: perLive, unit: "KiB",
 		note: fmt.Sprintf("bridge RSS → %d KiB with %d live threads (thread + sandbox + one client each)", live, scaleLive)})
 	r.add(figure{name: "scale_kib_per_conn", value: perConn, unit: "KiB",
-		note: fmt.Sprintf("bridge RSS → %d KiB with %d more idle connections", connected, scaleConns-scaleLive)})
+		note: fmt.Sprintf("bridge RSS → %d KiB with %d more idle connections; %d files open (limit %s)", connected, scaleConns-scaleLive, fds, fdLimit)})
+}
+
+// openFiles counts the file descriptors process pid has open, and reads
+// its soft limit of them (Go raises it to the hard limit at start).
+func openFiles(t *testing.T, pid int) (int, string) {
+	t.Helper()
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Fatalf("count open files: %v", err)
+	}
+	limits, err := os.ReadFile(fmt.Sprintf("/proc/%d/limits", pid))
+	if err != nil {
+		t.Fatalf("read limits: %v", err)
+	}
+	limit := "?"
+	for _, line := range strings.Split(string(limits), "\n") {
+		if f := strings.Fields(line); strings.HasPrefix(line, "Max open files") && len(f) >= 4 {
+			limit = f[3]
+		}
+	}
+	return len(ents), limit
 }
 
 // settledRSS is the bridge's VmRSS once it is idle: a second after the
