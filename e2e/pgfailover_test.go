@@ -187,3 +187,87 @@ func TestStorePostgresApprovalThroughAnotherBridge(t *testing.T) {
 	}
 	book.check(t)
 }
+
+// PostgreSQL restarted mid-turn on three bridges (issue 22 tests): each
+// bridge relays a thread whose command streams, watched through all
+// three; the database goes down for longer than the lease TTL, so every
+// lease runs out. Every bridge reports 503 meanwhile and 200 after; each
+// takes its own threads' leases back — none takes over another's (a
+// bridge waits a TTL after the store returns before it takes over
+// anything) — and every watcher sees each seq to the command's end
+// exactly once and all its output.
+func TestStorePostgresDownMidTurnThreeBridges(t *testing.T) {
+	pg, url := postgres(t)
+	lease := []string{"BOXWIRE_STORE=" + url, "BOXWIRE_LEASE_TTL=" + failoverTTL.String()}
+	envs := make([]*env, 3)
+	for i := range envs {
+		envs[i] = newEnv(t, failoverScript)
+		if i > 0 {
+			envs[i].token = envs[0].token
+		}
+		envs[i].startBridge(lease...)
+		envs[i].cleanAtEnd()
+	}
+	type flow struct {
+		id    string
+		books []*seqBook
+	}
+	var flows []flow
+	for i, relay := range envs {
+		books := []*seqBook{newSeqBook(), newSeqBook(), newSeqBook()}
+		w := relay.watch("", 0, books[0])
+		driver := envs[(i+1)%3].watch(w.thread, 0, books[1])
+		envs[(i+2)%3].watch(w.thread, 0, books[2])
+		flows = append(flows, flow{driver.run(t, "execute", linesCmd(250, "0.03")), books})
+	}
+	for _, f := range flows {
+		f.books[0].await(t, "the command's output", turnTimeout, func(ev wire.Envelope) bool {
+			return strings.Contains(outputOf(f.books[0].events(), f.id), "line 10")
+		})
+	}
+	ls, err := openPG(t, url).Leases(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var expiry time.Time
+	for _, l := range ls {
+		expiry = maxTime(expiry, l.Expires)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := pg.Down(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range envs {
+		waitFor(t, "readyz 503 while PostgreSQL is down", func() bool { code, _ := ready(t, e); return code == 503 })
+	}
+	waitFor(t, "every lease ran out", func() bool { return time.Now().After(expiry.Add(time.Second)) })
+	if err := pg.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range envs {
+		waitFor(t, "readyz 200 once PostgreSQL is back", func() bool { code, _ := ready(t, e); return code == 200 })
+	}
+	for i, f := range flows {
+		for k, b := range f.books {
+			b.await(t, fmt.Sprintf("tool_result of flow %d through bridge %d", i, k), turnTimeout, isType(wire.TypeToolResult, f.id))
+			b.check(t)
+			countLines(t, outputOf(b.events(), f.id), 250)
+		}
+	}
+	for _, e := range envs {
+		if log := e.bridge.logText(); strings.Contains(log, "took over a thread") || strings.Contains(log, "stopped relaying the thread") {
+			t.Errorf("bridge %s moved threads after the outage:\n%s", e.id, log)
+		}
+		if n := len(e.containers(nil)); n != 1 {
+			t.Errorf("bridge %s runs %d sandboxes, want its own thread's", e.id, n)
+		}
+	}
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}

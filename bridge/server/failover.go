@@ -37,7 +37,9 @@ func (f failover) Peers(ctx context.Context) {
 	if _, shared := f.s.db.(store.Listener); !shared { // one bridge has the bbolt file
 		return
 	}
-	f.s.takeOverOrphans(ctx)
+	if f.s.leases.settled() { // not right after a store outage (leases.go)
+		f.s.takeOverOrphans(ctx)
+	}
 	if n, err := f.s.users.Recheck(ctx); err != nil {
 		f.s.log.Warn("recheck the credentials of open connections", "err", err)
 	} else if n > 0 {

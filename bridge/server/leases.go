@@ -48,6 +48,20 @@ type leases struct {
 	// lost and takenOver count, for GET /metrics, the leases another
 	// bridge took from this one and the threads this one took over.
 	lost, takenOver atomic.Uint64
+	// reachedSince is when the bridge's own lease was first renewed
+	// after it last failed (or the renewer started): see settled.
+	reachedSince time.Time // guarded by mu
+}
+
+// settled reports whether the store has answered this bridge's renewals
+// for a whole TTL: only then does it take over others' threads. After a
+// store outage every lease has run out, and the other bridges must have
+// the time to renew their own before this one takes them for a dead
+// bridge's.
+func (l *leases) settled() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return !l.reachedSince.IsZero() && time.Since(l.reachedSince) >= l.ttl
 }
 
 // count is how many threads' leases this bridge holds.
@@ -163,9 +177,18 @@ func (l *leases) holds(thread string) bool {
 // holds the lease of now; a lease the store could not renew (it is away)
 // is kept and tried again at the next tick.
 func (l *leases) renew(ctx context.Context, live []string) (lost []string) {
-	if _, err := l.st.AcquireLease(ctx, bridgeLeasePrefix+l.id, l.instance, l.ttl); err != nil {
+	_, err := l.st.AcquireLease(ctx, bridgeLeasePrefix+l.id, l.instance, l.ttl)
+	if err != nil {
 		l.log.Error("renew the bridge's lease", "err", err)
 	}
+	l.mu.Lock()
+	switch {
+	case err != nil:
+		l.reachedSince = time.Time{}
+	case l.reachedSince.IsZero():
+		l.reachedSince = time.Now()
+	}
+	l.mu.Unlock()
 	now := map[string]bool{}
 	for _, id := range live {
 		now[id] = true
