@@ -83,21 +83,7 @@ func (br boxRules) adopt(b *Box, recs []ThreadRecord, log *slog.Logger) {
 			break
 		}
 	}
-	rules, err := egress.ParseRules(texts)
-	if err != nil {
-		log.Warn("stored egress rules do not parse; the sandbox keeps none", "rules", texts, "err", err)
-		rules = nil
-	}
-	max, _ := egress.ParseRules(br.f.cfg.EgressThreadMax)
-	kept := rules[:0:0]
-	for _, r := range rules {
-		if max.Covers(r) {
-			kept = append(kept, r)
-		} else {
-			log.Warn("stored egress rule is outside the bridge's thread cap now; dropped", "rule", r.Text)
-		}
-	}
-	now := boxproxy.Canonical(kept)
+	now := boxproxy.AdoptedRules(texts, br.f.cfg.EgressThreadMax, log)
 	br.set(b, now)
 	for i := range recs {
 		recs[i].Egress = now

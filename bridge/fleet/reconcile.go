@@ -6,10 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/boxwire/boxwire/bridge/boxdir"
+	"github.com/boxwire/boxwire/bridge/fleet/collect"
 	"github.com/boxwire/boxwire/bridge/sandbox"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
@@ -56,7 +56,12 @@ func (rc *reconciler) run(ctx context.Context) error {
 		log.Info("adopted sandbox", "scope", sb.Labels[sandbox.LabelScope])
 	}
 	kept := rc.suspendLeftovers(ctx)
-	err = rc.removeStrays(ctx, live, kept)
+	// A volume stays for a live, stored or pooled sandbox, a socket folder
+	// for a live or pooled one (pool.go: being started).
+	f := rc.f
+	err = collect.Strays(ctx, f.cfg.Manager, f.cfg.BridgeID, f.cfg.Layout,
+		func(id string) bool { return live[id] || kept[id] || f.pool.poolOwns(id) },
+		func(id string) bool { return live[id] || f.pool.poolOwns(id) }, f.log)
 	rc.f.reaper.checkImages(ctx) // imageupdate.go
 	return err
 }
@@ -186,33 +191,6 @@ func (rc *reconciler) removeOrphan(ctx context.Context, sb sandbox.Sandbox, log 
 		}
 	}
 	rc.f.removeResources(ctx, res, log)
-}
-
-// removeStrays removes this bridge's labelled volumes and socket folders
-// that belong to no live sandbox.
-func (rc *reconciler) removeStrays(ctx context.Context, live, kept map[string]bool) error {
-	vols, err := rc.f.cfg.Manager.ListVolumes(ctx, map[string]string{sandbox.LabelOwner: rc.f.cfg.BridgeID})
-	if err != nil {
-		return fmt.Errorf("reconcile: %w", err)
-	}
-	var errs []error
-	for _, v := range vols {
-		if id, ok := strings.CutPrefix(v, "boxwire-ws-"); ok && (live[id] || kept[id] || rc.f.pool.poolOwns(id)) {
-			continue
-		}
-		rc.f.log.Info("removing stray volume", "volume", v)
-		errs = append(errs, rc.f.cfg.Manager.RemoveVolume(ctx, v))
-	}
-	ids, err := rc.f.cfg.Layout.IDs()
-	if err != nil {
-		errs = append(errs, err)
-	}
-	for _, id := range ids {
-		if !live[id] && !rc.f.pool.poolOwns(id) { // pool.go: being started
-			errs = append(errs, rc.f.cfg.Layout.Remove(id))
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // errExpired: a sandbox of an earlier run is past its maximum lifetime.

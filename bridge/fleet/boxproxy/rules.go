@@ -2,6 +2,7 @@ package boxproxy
 
 import (
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 
@@ -57,4 +58,26 @@ func Canonical(rules egress.Rules) []string {
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// AdoptedRules returns, in canonical form, the thread rules an adopted
+// sandbox keeps of texts (what its stored threads named): none when they
+// do not parse, and only those threadMax (the bridge's thread cap) still
+// covers; log says what is dropped.
+func AdoptedRules(texts, threadMax []string, log *slog.Logger) []string {
+	rules, err := egress.ParseRules(texts)
+	if err != nil {
+		log.Warn("stored egress rules do not parse; the sandbox keeps none", "rules", texts, "err", err)
+		rules = nil
+	}
+	max, _ := egress.ParseRules(threadMax)
+	kept := rules[:0:0]
+	for _, r := range rules {
+		if max.Covers(r) {
+			kept = append(kept, r)
+		} else {
+			log.Warn("stored egress rule is outside the bridge's thread cap now; dropped", "rule", r.Text)
+		}
+	}
+	return Canonical(kept)
 }

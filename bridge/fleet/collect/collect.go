@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/boxwire/boxwire/bridge/boxdir"
@@ -78,4 +79,34 @@ func removeFolders(dataDir string, kept map[string]bool) error {
 		return fmt.Errorf("gc: %w", err)
 	}
 	return nil
+}
+
+// Strays removes the workspace volumes labelled with bridgeID whose box id
+// keepVolume does not name, and the socket folders of layout whose box id
+// keepFolder does not name: what no sandbox uses any longer (the fleet's
+// Reconcile calls it at start, after adopting the sandboxes it keeps).
+func Strays(ctx context.Context, mgr sandbox.Manager, bridgeID string, layout *boxdir.Layout,
+	keepVolume, keepFolder func(box string) bool, log *slog.Logger) error {
+	vols, err := mgr.ListVolumes(ctx, map[string]string{sandbox.LabelOwner: bridgeID})
+	if err != nil {
+		return fmt.Errorf("reconcile: %w", err)
+	}
+	var errs []error
+	for _, v := range vols {
+		if id, ok := strings.CutPrefix(v, "boxwire-ws-"); ok && keepVolume(id) {
+			continue
+		}
+		log.Info("removing stray volume", "volume", v)
+		errs = append(errs, mgr.RemoveVolume(ctx, v))
+	}
+	ids, err := layout.IDs()
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, id := range ids {
+		if !keepFolder(id) {
+			errs = append(errs, layout.Remove(id))
+		}
+	}
+	return errors.Join(errs...)
 }
