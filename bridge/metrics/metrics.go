@@ -2,8 +2,8 @@
 // Prometheus text format (version 0.0.4): per live thread the image and
 // the agent build its sandbox runs (boxwire_thread_agent, 1 per thread),
 // and how many threads run each agent version of each image
-// (boxwire_agent_threads); and the store and leases of a bridge
-// (LeaseText).
+// (boxwire_agent_threads); the store and leases of a bridge
+// (LeaseText); histograms (HistogramText: the event append latency).
 //
 // The server hands it the live threads (a Source, called once per
 // request) and guards the route (admins only); this package asks no
@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -111,4 +112,31 @@ func Text(threads []Thread) string {
 // newline escaped.
 func label(v string) string {
 	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(v) + `"`
+}
+
+// Histogram is a Prometheus histogram: Counts per bucket (not
+// cumulative), one more than Bounds (the last above every bound).
+type Histogram struct {
+	Bounds []float64
+	Counts []uint64
+	Sum    float64
+	Count  uint64
+}
+
+// HistogramText is h in the text format as name (its _bucket series
+// cumulative, le="+Inf" last, then _sum and _count).
+func HistogramText(name, help string, h Histogram) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name)
+	var cum uint64
+	for i, c := range h.Counts {
+		cum += c
+		le := "+Inf"
+		if i < len(h.Bounds) {
+			le = strconv.FormatFloat(h.Bounds[i], 'g', -1, 64)
+		}
+		fmt.Fprintf(&b, "%s_bucket{le=%q} %d\n", name, le, cum)
+	}
+	fmt.Fprintf(&b, "%s_sum %s\n%s_count %d\n", name, strconv.FormatFloat(h.Sum, 'g', -1, 64), name, h.Count)
+	return b.String()
 }

@@ -70,3 +70,19 @@ boxwire_threads_taken_over_total 2
 		t.Fatalf("Handler with LeaseText: %q", rec.Body.String())
 	}
 }
+
+func TestHistogramText(t *testing.T) {
+	t.Parallel()
+	got := metrics.HistogramText("x_seconds", "X.", metrics.Histogram{Bounds: []float64{0.001, 0.5}, Counts: []uint64{2, 0, 1}, Sum: 1.25, Count: 3})
+	want := `# HELP x_seconds X.
+# TYPE x_seconds histogram
+x_seconds_bucket{le="0.001"} 2
+x_seconds_bucket{le="0.5"} 2
+x_seconds_bucket{le="+Inf"} 3
+x_seconds_sum 1.25
+x_seconds_count 3
+`
+	if got != want {
+		t.Fatalf("got\n%s\nwant\n%s", got, want)
+	}
+}

@@ -117,10 +117,14 @@ WHERE thread = $1 AND holder = 'bridge-test'`, id)
 		t.Fatalf("no log of letting the thread go:\n%s", e.logs.String())
 	}
 	m := e.metricsText()
-	for _, want := range []string{"boxwire_leases_lost_total 1\n", "boxwire_leases_held 0\n", "boxwire_store_up 1\n"} {
+	for _, want := range []string{"boxwire_leases_lost_total 1\n", "boxwire_leases_held 0\n", "boxwire_store_up 1\n",
+		"# TYPE boxwire_event_append_seconds histogram\n", `boxwire_event_append_seconds_bucket{le="+Inf"} `} {
 		if !strings.Contains(m, want) {
 			t.Errorf("GET /metrics lacks %q:\n%s", want, m)
 		}
+	}
+	if strings.Contains(m, `boxwire_event_append_seconds_bucket{le="+Inf"} 0`+"\n") {
+		t.Errorf("the turn's events are not in the append latency:\n%s", m)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/boxwire/boxwire/bridge/metrics"
+	"github.com/boxwire/boxwire/bridge/store"
 )
 
 // metricThreads is every live thread as GET /metrics shows it
@@ -21,10 +22,17 @@ func (s *Server) metricThreads() []metrics.Thread {
 
 // metricLeases is the store and leases part of GET /metrics
 // (metrics.LeaseText): whether the store answers now, the leases held,
-// lost and taken over (leases.go, failover.go).
+// lost and taken over (leases.go, failover.go), and the store's append
+// latency.
 func (s *Server) metricLeases() string {
 	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
 	defer cancel()
-	return metrics.LeaseText(metrics.Leases{StoreUp: s.db.Ping(ctx) == nil, Held: s.leases.count(),
+	text := metrics.LeaseText(metrics.Leases{StoreUp: s.db.Ping(ctx) == nil, Held: s.leases.count(),
 		Lost: s.leases.lost.Load(), TakenOver: s.leases.takenOver.Load()})
+	if timed, ok := s.db.(interface{ AppendLatency() store.Latency }); ok { // both stores (bridge/store)
+		l := timed.AppendLatency()
+		text += metrics.HistogramText("boxwire_event_append_seconds", "From an event's append to its commit: what a client waits before it sees it.",
+			metrics.Histogram{Bounds: l.Bounds, Counts: l.Counts, Sum: l.Sum, Count: l.Count})
+	}
+	return text
 }

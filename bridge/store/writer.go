@@ -24,8 +24,9 @@ type Item struct {
 	// Next is set for AppendNext: the store numbers Env.
 	Next func(seq uint64, err error)
 
-	done  func(error)   // Append's callback, may be nil
-	flush chan struct{} // set for Flush's marker, which Commit never sees
+	done   func(error)   // Append's callback, may be nil
+	flush  chan struct{} // set for Flush's marker, which Commit never sees
+	queued time.Time     // when an event was queued (AppendLatency)
 }
 
 // IsEvent reports whether it is an event (not a cursor or a list).
@@ -75,6 +76,7 @@ type Writer struct {
 	stopped chan struct{} // closed when run returns
 	quit    chan struct{} // closed by Stop: a retrying commit gives up
 	gone    goneSet       // threads deleted: their writes are dropped (gone.go)
+	lat     latency       // from enqueue to commit, per event (latency.go)
 }
 
 // NewWriter starts a writer's goroutine; Stop waits for it.
@@ -136,6 +138,9 @@ func (w *Writer) enqueue(it Item) error {
 		return errClosed
 	case w.gone.hasLocked(it.Thread):
 		return ErrDeleted
+	}
+	if it.IsEvent() {
+		it.queued = time.Now()
 	}
 	w.queue = append(w.queue, it)
 	w.cond.Broadcast()
@@ -231,6 +236,9 @@ func (w *Writer) commit(batch []Item) {
 		if it.flush != nil {
 			close(it.flush)
 			continue
+		}
+		if it.IsEvent() && err == nil && dropped[it.Thread] == nil {
+			w.lat.observe(time.Since(it.queued))
 		}
 		notify(writes[i], dropped[it.Thread], err)
 		i++

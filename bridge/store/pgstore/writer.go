@@ -52,6 +52,10 @@ func (s *Store) SaveInflight(thread string, reqs []wire.Envelope) { s.w.SaveInfl
 // Flush blocks until everything queued before it is committed.
 func (s *Store) Flush() { s.w.Flush() }
 
+// AppendLatency is the latency of the events this store committed since
+// it opened (the writer's).
+func (s *Store) AppendLatency() store.Latency { return s.w.AppendLatency() }
+
 // commit writes batch in one transaction. It first locks the thread_logs
 // row of every thread in the batch, in thread order (so two bridges'
 // batches cannot deadlock), reading each thread's newest seq and whether

@@ -316,3 +316,24 @@ func testPing(t *testing.T, cfg Config) {
 		t.Fatal("Ping of a closed store: nil")
 	}
 }
+
+// Each committed event is counted in the store's append latency, in the
+// buckets of store.AppendBuckets.
+func testAppendLatency(t *testing.T, cfg Config) {
+	s := open(t, cfg.New(t), store.Options{})
+	timed, ok := s.(interface{ AppendLatency() store.Latency })
+	if !ok {
+		t.Fatalf("%T has no AppendLatency", s)
+	}
+	appendAll(t, s, "t1", 1, 5)
+	s.SaveCursor("t1", store.Cursor{Instance: "a", Seq: 5}) // not an event
+	s.Flush()
+	l := timed.AppendLatency()
+	var n uint64
+	for _, c := range l.Counts {
+		n += c
+	}
+	if l.Count != 5 || n != 5 || l.Sum <= 0 || len(l.Counts) != len(store.AppendBuckets)+1 || len(l.Bounds) != len(store.AppendBuckets) {
+		t.Fatalf("AppendLatency = %+v; want 5 events in %d buckets", l, len(store.AppendBuckets)+1)
+	}
+}

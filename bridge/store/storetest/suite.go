@@ -39,6 +39,7 @@ func Run(t *testing.T, cfg Config) {
 		{"AppendAfterCloseFails", testAppendAfterCloseFails},
 		{"SyncInterval", testSyncInterval},
 		{"Ping", testPing},
+		{"AppendLatency", testAppendLatency},
 		{"Prune", testPrune},
 		{"PruneKeepsLeased", testPruneKeepsLeased},
 		{"AgentCursor", testAgentCursor},
