@@ -33,7 +33,8 @@ func rootLabel(l map[string]string, dirs boxdir.Dirs) map[string]string {
 }
 
 // sandboxOf returns the running thread-scope sandbox of box whose labels
-// name thread id, and the layout of its folders.
+// name thread id (or a pooled one, whose thread the records say:
+// adoptPooled), and the layout of its folders.
 func (f *Fleet) sandboxOf(ctx context.Context, box, id string) (sandbox.Sandbox, *boxdir.Layout, error) {
 	list, err := f.cfg.Manager.List(ctx, map[string]string{sandbox.LabelBox: box})
 	if err != nil {
@@ -41,7 +42,7 @@ func (f *Fleet) sandboxOf(ctx context.Context, box, id string) (sandbox.Sandbox,
 	}
 	for _, sb := range list {
 		l, lay := sb.Labels, f.cfg.Layout
-		if !sb.Running || l[sandbox.LabelScope] != string(wire.ScopeThread) || l[sandbox.LabelThread] != id {
+		if !sb.Running || l[sandbox.LabelScope] != string(wire.ScopeThread) || (l[sandbox.LabelThread] != id && l[labelPool] != "1") {
 			continue
 		}
 		if root := l[labelRoot]; filepath.IsAbs(root) && filepath.Clean(root) == root {

@@ -278,3 +278,34 @@ func TestRevokedKeyClosesOtherBridgesConnections(t *testing.T) {
 		t.Fatalf("the other key's connection: %s %s, want pong", env.Type, env.Data)
 	}
 }
+
+// A thread in a sandbox it took from the warm pool (whose labels name no
+// thread) is taken over as well when its bridge stops: no sandbox is
+// made for it, and a client of the other bridge resumes by cursor.
+func TestTakeOverOfAPooledSandbox(t *testing.T) {
+	url := pgDatabase(t)
+	a := newEnvWith(t, func(c *server.Config) { c.StoreURL, c.LeaseTTL, c.Pool = url, failoverTTL, 1 })
+	a.awaitPooled(1) // pool_test.go
+	s, id := a.attach("", 0)
+	a.awaitPooled(2) // the thread took the first: the pool starts another
+	first := s.turn("m1", "hello")
+	last := first[len(first)-1].Seq
+	b := newEnvWith(t, func(c *server.Config) {
+		c.StoreURL, c.LeaseTTL, c.BridgeID, c.Manager = url, failoverTTL, "bridge-b", a.mgr
+	})
+	b.mgr = a.mgr
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	if err := a.srv.Close(ctx); err != nil { // the pool's spare goes; the thread's sandbox stays
+		t.Fatal(err)
+	}
+	_, made, _, _ := a.mgr.State()
+	testutil.Eventually(t, "bridge-b relays the thread", waitFor, func() bool {
+		return strings.Contains(b.logs.String(), "took over a thread whose bridge is gone")
+	})
+	r, _ := b.attachTo(id, last)
+	checkSeqs(t, r.turn("m2", "again"), last+1)
+	if live, specs, _, _ := a.mgr.State(); live != 1 || len(specs) != len(made) {
+		t.Fatalf("sandboxes: %d live, %d made (%d before the takeover); want the thread's pooled one only", live, len(specs), len(made))
+	}
+}
