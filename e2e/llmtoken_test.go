@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,8 +18,9 @@ import (
 // llmTokens returns the LLM proxy tokens the proxy of the thread's sandbox
 // accepts now. The bridge issues them at random and hands them to the
 // agent only, so the test finds them where only the host's root can look:
-// the agent process's memory, every token-shaped string of it tried on
-// the proxy's socket.
+// the agent process's memory (under gVisor, whose sentry hides the agent
+// from the host, the bridge's, which issued them), every token-shaped
+// string of it tried on the proxy's socket.
 func (e *env) llmTokens(thread string) []string {
 	e.t.Helper()
 	sock := filepath.Join(e.dataDir, "run", thread, "llm.sock")
@@ -30,13 +32,14 @@ func (e *env) llmTokens(thread string) []string {
 			good = append(good, cand)
 		}
 	}
-	e.t.Logf("the agent's memory: %d token-shaped strings, %d accepted (%v)", len(cands), len(good), time.Since(start).Round(time.Millisecond))
+	e.t.Logf("the process's memory: %d token-shaped strings, %d accepted (%v)", len(cands), len(good), time.Since(start).Round(time.Millisecond))
 	return good
 }
 
 // agentMemoryTokens lists the distinct token-shaped strings (64 hex
 // digits: 32 random bytes) in the writable memory of the thread's
-// sandbox's agent process.
+// sandbox's agent process, or, when the host cannot see that process
+// (gVisor runs it inside its sentry), of the bridge process.
 func (e *env) agentMemoryTokens(thread string) []string {
 	e.t.Helper()
 	boxes := e.containers(map[string]string{"boxwire.thread": thread})
@@ -53,19 +56,29 @@ func (e *env) agentMemoryTokens(thread string) []string {
 			pid = f[0]
 		}
 	}
+	if rt, _ := exec.Command("docker", "inspect", "--format", "{{.HostConfig.Runtime}}", boxes[0].ID).Output(); pid == "" && strings.TrimSpace(string(rt)) == "runsc" {
+		pid = strconv.Itoa(e.bridge.cmd.Process.Pid)
+	}
 	if pid == "" {
 		e.t.Fatalf("no agent process in sandbox %s:\n%s", boxes[0].ID, out)
 	}
+	return memoryTokens(e.t, pid)
+}
+
+// memoryTokens lists the distinct token-shaped strings in the writable
+// memory of process pid (as root on the host).
+func memoryTokens(t *testing.T, pid string) []string {
+	t.Helper()
 	seen := map[string]bool{}
 	var found []string
 	maps, err := os.Open("/proc/" + pid + "/maps")
 	if err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
 	defer maps.Close()
 	mem, err := os.Open("/proc/" + pid + "/mem")
 	if err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
 	defer mem.Close()
 	sc := bufio.NewScanner(maps)
@@ -88,7 +101,7 @@ func (e *env) agentMemoryTokens(thread string) []string {
 					continue
 				}
 				if run == 64 && i >= 64 {
-					if tok := string(chunk[i-64 : i]); !seen[tok] && len(found) < 500 {
+					if tok := string(chunk[i-64 : i]); !seen[tok] && len(found) < 5000 {
 						seen[tok] = true
 						found = append(found, tok)
 					}
