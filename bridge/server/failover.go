@@ -126,12 +126,16 @@ func (s *Server) takeOver(ctx context.Context, id string) (*thread, error) {
 	if err != nil || !ok || rec.Suspended != nil {
 		return nil, errors.Join(err, fleet.ErrNoSandbox)
 	}
+	defer s.leases.begin(id)() // its lease is renewed while it starts (leases.go)
 	if err := s.leases.acquire(ctx, id); err != nil {
 		return nil, err
 	}
 	t, done, err := s.takeOverIn(ctx, rec)
 	if !done {
-		return nil, fleet.ErrNoSandbox
+		err = fleet.ErrNoSandbox
+	}
+	if err != nil { // let it go: its next client, or another bridge, tries again
+		s.leases.drop(context.WithoutCancel(ctx), id)
 	}
 	return t, err
 }

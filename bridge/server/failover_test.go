@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/boxwire/boxwire/bridge/llmproxy"
+	"github.com/boxwire/boxwire/bridge/sandbox"
 	"github.com/boxwire/boxwire/bridge/server"
 	"github.com/boxwire/boxwire/bridge/store/pgstore/pgtest"
 	"github.com/boxwire/boxwire/bridge/testutil"
@@ -307,5 +310,76 @@ func TestTakeOverOfAPooledSandbox(t *testing.T) {
 	checkSeqs(t, r.turn("m2", "again"), last+1)
 	if live, specs, _, _ := a.mgr.State(); live != 1 || len(specs) != len(made) {
 		t.Fatalf("sandboxes: %d live, %d made (%d before the takeover); want the thread's pooled one only", live, len(specs), len(made))
+	}
+}
+
+// slowCreate is a fake engine whose Create waits until release is
+// closed.
+type slowCreate struct {
+	*fakeManager
+	release chan struct{}
+	started chan struct{} // closed at the first Create that waits
+	once    sync.Once
+	slow    atomic.Bool
+}
+
+func (m *slowCreate) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	if m.slow.Load() {
+		m.once.Do(func() { close(m.started) })
+		<-m.release
+	}
+	return m.fakeManager.Create(ctx, spec)
+}
+
+// A resume takes the thread's lease before it makes the sandbox, and
+// keeps it renewed while the sandbox is slow to come, longer than the
+// lease TTL: another bridge cannot take the thread meanwhile. Before,
+// the renewer released the lease at its next tick (the thread was not
+// registered yet), and a client of another bridge took the thread.
+func TestLeaseKeptWhileAResumeStarts(t *testing.T) {
+	url := pgDatabase(t)
+	mgr := &slowCreate{fakeManager: newFakeManager(), release: make(chan struct{}), started: make(chan struct{})}
+	e := newEnvWith(t, func(c *server.Config) {
+		c.StoreURL, c.LeaseTTL, c.Manager = url, failoverTTL, mgr
+		c.IdleTTL, c.ReapInterval = 300*time.Millisecond, 50*time.Millisecond
+	})
+	e.mgr = mgr.fakeManager
+	var releaseOnce sync.Once
+	release := func() { releaseOnce.Do(func() { close(mgr.release) }) }
+	t.Cleanup(release) // before the server's cleanup, which waits for the resume
+	s, id := e.attach("", 0)
+	s.turn("m1", "remember 42")
+	s.conn.Close()
+	e.awaitStatus(id, wire.SandboxSuspended)
+	mgr.slow.Store(true)
+	done := make(chan *session, 1)
+	go func() { // the resume waits in Create; the test goroutine must not block on it
+		r := e.open(id, 0)
+		done <- r
+	}()
+	testutil.RequireClosed(t, "the resume's Create", mgr.started, waitFor)
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	db, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(context.Background())
+	held := func() string {
+		var h string
+		_ = db.QueryRow(ctx, `SELECT holder FROM leases WHERE thread = $1 AND expires > now()`, id).Scan(&h)
+		return h
+	}
+	until := time.Now().Add(3 * failoverTTL) // the scenario: a start slower than the lease TTL
+	for time.Now().Before(until) {
+		if h := held(); h != "bridge-test" {
+			t.Fatalf("while the resume starts the thread's lease is held by %q, want bridge-test", h)
+		}
+		time.Sleep(50 * time.Millisecond) // a sampling pace, not a wait for a condition
+	}
+	release()
+	r := <-done
+	if env := r.read(); env.Type != wire.TypeHello {
+		t.Fatalf("the resume answered %s %s", env.Type, env.Data)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,9 +42,12 @@ type leases struct {
 	ttl      time.Duration
 	log      *slog.Logger
 
-	mu      sync.Mutex
-	held    map[string]bool // threads
-	address string          // announced to the other bridges (forward.go)
+	mu   sync.Mutex
+	held map[string]time.Time // threads, and when this bridge took each one's lease
+	// starting counts the starts (a resume, a takeover) that took a
+	// thread's lease before its sandbox is made or adopted (begin).
+	starting map[string]int
+	address  string // announced to the other bridges (forward.go)
 
 	// lost and takenOver count, for GET /metrics, the leases another
 	// bridge took from this one and the threads this one took over.
@@ -86,7 +90,7 @@ func newLeases(st store.Leases, bridgeID string, ttl time.Duration, log *slog.Lo
 	b := make([]byte, 6)
 	_, _ = rand.Read(b) // never fails (crypto/rand)
 	return &leases{st: st, id: bridgeID, instance: bridgeID + "/" + hex.EncodeToString(b), ttl: ttl, log: log,
-		held: map[string]bool{}}
+		held: map[string]time.Time{}, starting: map[string]int{}}
 }
 
 // claimBridge takes the bridge's own lease. A lease another process holds
@@ -128,9 +132,28 @@ func (l *leases) acquire(ctx context.Context, thread string) error {
 		return err
 	}
 	l.mu.Lock()
-	l.held[thread] = true
+	l.held[thread] = time.Now()
 	l.mu.Unlock()
 	return nil
+}
+
+// begin marks thread as starting until end is called: a resume or a
+// takeover takes the lease before it makes or adopts the sandbox, which
+// may take long (an image to pull, an agent to greet), and the renewer
+// keeps renewing it meanwhile though the thread is not registered yet.
+// Before, the renewer released such a lease at its next tick, and another
+// bridge could take the thread while it was starting here.
+func (l *leases) begin(thread string) (end func()) {
+	l.mu.Lock()
+	l.starting[thread]++
+	l.mu.Unlock()
+	return func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.starting[thread]--; l.starting[thread] <= 0 {
+			delete(l.starting, thread)
+		}
+	}
 }
 
 // leaseUser is what the lease renewer works for (failover.go): the
@@ -170,7 +193,8 @@ func (l *leases) run(ctx context.Context, u leaseUser) {
 func (l *leases) holds(thread string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.held[thread]
+	_, ok := l.held[thread]
+	return ok
 }
 
 // renew renews the leases and returns the live threads another bridge
@@ -206,14 +230,25 @@ func (l *leases) renew(ctx context.Context, live []string) (lost []string) {
 		}
 	}
 	l.mu.Lock()
-	var gone []string
-	for id := range l.held {
-		if !now[id] {
+	var gone, starting []string
+	for id, at := range l.held {
+		switch {
+		case now[id]:
+		// Being started (begin), or taken since the last tick by a thread
+		// about to be registered (Server.register takes it just before).
+		case !slices.Contains(lost, id) && (l.starting[id] > 0 || time.Since(at) < l.ttl/3):
+			starting = append(starting, id)
+		default:
 			gone = append(gone, id)
 			delete(l.held, id)
 		}
 	}
 	l.mu.Unlock()
+	for _, id := range starting {
+		if _, err := l.st.AcquireLease(ctx, id, l.id, l.ttl); err != nil {
+			l.log.Warn("renew the lease of a thread being started", "thread", id, "err", err)
+		}
+	}
 	for _, id := range gone {
 		if err := l.st.ReleaseLease(ctx, id, l.id); err != nil {
 			l.log.Warn("release a thread's lease", "thread", id, "err", err)
@@ -222,12 +257,22 @@ func (l *leases) renew(ctx context.Context, live []string) (lost []string) {
 	return lost
 }
 
+// drop releases thread's lease at once: a start that took it failed.
+func (l *leases) drop(ctx context.Context, thread string) {
+	l.mu.Lock()
+	delete(l.held, thread)
+	l.mu.Unlock()
+	if err := l.st.ReleaseLease(ctx, thread, l.id); err != nil {
+		l.log.Warn("release a thread's lease", "thread", thread, "err", err)
+	}
+}
+
 // release gives up every lease this bridge holds, so that another bridge
 // may take its threads at once; Close calls it.
 func (l *leases) release(ctx context.Context) error {
 	l.mu.Lock()
 	held, addr := l.held, l.address
-	l.held, l.address = map[string]bool{}, ""
+	l.held, l.address = map[string]time.Time{}, ""
 	l.mu.Unlock()
 	var errs []error
 	if addr != "" {

@@ -105,8 +105,9 @@ type Backend interface {
 
 	// Prune applies the store's Retention at now: it deletes threads
 	// whose newest event is older than MaxAge unless live reports them
-	// or their lease has not expired (another bridge may relay them:
-	// live knows only the caller's threads), and drops the oldest events of a thread past MaxEvents or MaxBytes
+	// or, on a store several bridges share, their lease has not expired
+	// (another bridge may relay them: live knows only the caller's
+	// threads), and drops the oldest events of a thread past MaxEvents or MaxBytes
 	// (the newest always stays). It returns the ids it deleted.
 	Prune(now time.Time, live func(id string) bool) (PruneStats, []string, error)
 

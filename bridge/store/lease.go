@@ -148,14 +148,6 @@ func (s *Store) Leases(context.Context) ([]Lease, error) {
 	return out, nil
 }
 
-// held reports whether thread's lease has not expired, whoever holds it.
-func (m *memLeases) held(thread string) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	l, ok := m.leases[thread]
-	return ok && time.Now().Before(l.Expires)
-}
-
 // drop forgets the leases of deleted threads.
 func (m *memLeases) drop(ids ...string) {
 	m.mu.Lock()

@@ -33,9 +33,9 @@ type PruneStats struct {
 }
 
 // Prune applies the store's retention at now. live reports threads that
-// must not be deleted for age (their events may still be trimmed), and
-// so does an unexpired lease (by the clock, not now): a relayed thread is
-// live whoever relays it. It
+// must not be deleted for age (their events may still be trimmed); one
+// bridge has the file, so live knows every relayed thread (PostgreSQL's
+// Prune also keeps leased ones). It
 // returns the ids of the threads it deleted; later writes to them are
 // dropped, as after DeleteThread.
 func (s *Store) Prune(now time.Time, live func(id string) bool) (PruneStats, []string, error) {
@@ -56,7 +56,7 @@ func (s *Store) Prune(now time.Time, live func(id string) bool) (PruneStats, []s
 			var old []string
 			_ = act.ForEach(func(k, v []byte) error {
 				last := time.Unix(int64(binary.BigEndian.Uint64(v)), 0)
-				if now.Sub(last) > r.MaxAge && (live == nil || !live(string(k))) && !s.leases.held(string(k)) {
+				if now.Sub(last) > r.MaxAge && (live == nil || !live(string(k))) {
 					old = append(old, string(k))
 				}
 				return nil
