@@ -37,7 +37,7 @@ func (f failover) Peers(ctx context.Context) {
 	if _, shared := f.s.db.(store.Listener); !shared { // one bridge has the bbolt file
 		return
 	}
-	if f.s.leases.settled() { // not right after a store outage (leases.go)
+	if f.s.leases.Settled() { // not right after a store outage (leases.go)
 		f.s.takeOverOrphans(ctx)
 	}
 	if n, err := f.s.users.Recheck(ctx); err != nil {
@@ -46,10 +46,6 @@ func (f failover) Peers(ctx context.Context) {
 		f.s.log.Info("connections of keys revoked through another bridge closed", "keys", n)
 	}
 }
-
-// Is makes a refusal of a thread another bridge relays the fleet's
-// ErrRelayedElsewhere: Reconcile leaves that bridge's sandbox to it.
-func (e relayedError) Is(target error) bool { return target == fleet.ErrRelayedElsewhere }
 
 // letGo stops relaying thread id, whose lease another bridge took: its
 // clients are closed (1001, closeMoved), its agent connection ends
@@ -102,7 +98,7 @@ func (s *Server) takeOverOrphans(ctx context.Context) {
 		leased[l.Thread] = true
 	}
 	for _, r := range recs {
-		if r.Suspended != nil || r.Box == "" || r.Scope != wire.ScopeThread || leased[r.ID] || s.leases.holds(r.ID) || s.lookup(r.ID) != nil {
+		if r.Suspended != nil || r.Box == "" || r.Scope != wire.ScopeThread || leased[r.ID] || s.leases.Holds(r.ID) || s.lookup(r.ID) != nil {
 			continue
 		}
 		if _, err := s.takeOver(ctx, r.ID); err != nil && !errors.Is(err, fleet.ErrNoSandbox) && !errors.Is(err, fleet.ErrRelayedElsewhere) {
@@ -126,8 +122,8 @@ func (s *Server) takeOver(ctx context.Context, id string) (*thread, error) {
 	if err != nil || !ok || rec.Suspended != nil {
 		return nil, errors.Join(err, fleet.ErrNoSandbox)
 	}
-	defer s.leases.begin(id)() // its lease is renewed while it starts (leases.go)
-	if err := s.leases.acquire(ctx, id); err != nil {
+	defer s.leases.Begin(id)() // its lease is renewed while it starts (leases.go)
+	if err := s.leases.Acquire(ctx, id); err != nil {
 		return nil, err
 	}
 	t, done, err := s.takeOverIn(ctx, rec)
@@ -135,7 +131,7 @@ func (s *Server) takeOver(ctx context.Context, id string) (*thread, error) {
 		err = fleet.ErrNoSandbox
 	}
 	if err != nil { // let it go: its next client, or another bridge, tries again
-		s.leases.drop(context.WithoutCancel(ctx), id)
+		s.leases.Drop(context.WithoutCancel(ctx), id)
 	}
 	return t, err
 }
@@ -159,7 +155,7 @@ func (s *Server) takeOverIn(ctx context.Context, rec ThreadRecord) (t *thread, d
 	if t = s.lookup(rec.ID); t == nil {
 		return nil, true, errors.New("took over the sandbox, but its thread did not start")
 	}
-	s.leases.takenOver.Add(1)
+	s.leases.TakenOver.Add(1)
 	t.log.Info("took over a thread whose bridge is gone", "box", rec.Box, "sandbox", t.box.SandboxID())
 	return t, true, nil
 }

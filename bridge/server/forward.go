@@ -8,6 +8,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/boxwire/boxwire/bridge/internal/wsrelay"
+	"github.com/boxwire/boxwire/bridge/lease"
 	"github.com/boxwire/boxwire/bridge/store"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
@@ -20,16 +21,6 @@ import (
 // front of several bridges needs no stickiness. The relay authenticates
 // and authorizes the client again; browser sessions (cookies) are per
 // bridge and are not forwarded.
-
-// relayedError is a refusal of a thread another bridge relays: the
-// client's error (a wire.Error), and that bridge's id.
-type relayedError struct {
-	holder string
-	werr   wire.Error
-}
-
-func (e relayedError) Error() string { return e.werr.Error() }
-func (e relayedError) Unwrap() error { return e.werr }
 
 // announce tells the other bridges on the store where they reach this one
 // (wsrelay.Advertised: Config.AdvertiseURL, else listening when it names a
@@ -46,28 +37,28 @@ func (s *Server) announce(listening string) {
 		s.log.Error("announce this bridge to the others", "err", err)
 		return
 	}
-	s.leases.announced(addr)
+	s.leases.Announced(addr)
 }
 
 // forward serves conn, whose hello (helloEnv) named a thread another
-// bridge relays (err a relayedError), by forwarding it to that bridge. It
+// bridge relays (err a lease.RelayedError), by forwarding it to that bridge. It
 // reports false, having done nothing, when err is another error or the
 // relay has no announced address; then the caller refuses the client.
 func (s *Server) forward(r *http.Request, conn *websocket.Conn, helloEnv wire.Envelope, err error) bool {
-	var re relayedError
+	var re lease.RelayedError
 	if !errors.As(err, &re) {
 		return false
 	}
-	addr := s.bridgeAddress(r.Context(), re.holder)
+	addr := s.bridgeAddress(r.Context(), re.Holder)
 	if addr == "" {
 		return false
 	}
-	log := s.log.With("thread", helloEnv.Thread, "relay", re.holder, "remote", r.RemoteAddr)
+	log := s.log.With("thread", helloEnv.Thread, "relay", re.Holder, "remote", r.RemoteAddr)
 	up, err := wsrelay.Dial(r.Context(), addr, r.Header, helloEnv)
 	if err != nil {
 		log.Warn("forward a client to the thread's relay", "err", err)
 		reject(conn, wire.ErrorEnvelope(helloEnv.Thread, helloEnv.ID, wire.CodeSandboxUnavailable,
-			"thread %s is relayed by bridge %s, which this bridge cannot reach: %v", helloEnv.Thread, re.holder, err), closeNormal)
+			"thread %s is relayed by bridge %s, which this bridge cannot reach: %v", helloEnv.Thread, re.Holder, err), closeNormal)
 		return true
 	}
 	log.Info("client forwarded to the thread's relay")

@@ -27,8 +27,8 @@ func (s *Server) metricThreads() []metrics.Thread {
 func (s *Server) metricLeases() string {
 	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
 	defer cancel()
-	text := metrics.LeaseText(metrics.Leases{StoreUp: s.db.Ping(ctx) == nil, Held: s.leases.count(),
-		Lost: s.leases.lost.Load(), TakenOver: s.leases.takenOver.Load()})
+	text := metrics.LeaseText(metrics.Leases{StoreUp: s.db.Ping(ctx) == nil, Held: s.leases.Count(),
+		Lost: s.leases.Lost.Load(), TakenOver: s.leases.TakenOver.Load()})
 	if timed, ok := s.db.(interface{ AppendLatency() store.Latency }); ok { // both stores (bridge/store)
 		l := timed.AppendLatency()
 		text += metrics.HistogramText("boxwire_event_append_seconds", "From an event's append to its commit: what a client waits before it sees it.",

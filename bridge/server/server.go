@@ -14,6 +14,7 @@ import (
 	"github.com/boxwire/boxwire/bridge/fleet"
 	"github.com/boxwire/boxwire/bridge/hostcheck"
 	"github.com/boxwire/boxwire/bridge/internal/httpjson"
+	"github.com/boxwire/boxwire/bridge/lease"
 	"github.com/boxwire/boxwire/bridge/metrics"
 	"github.com/boxwire/boxwire/bridge/retention"
 	"github.com/boxwire/boxwire/bridge/rollout"
@@ -56,7 +57,7 @@ type Server struct {
 	events  eventStore     // db, as the threads use it
 	conns   sync.WaitGroup // connection handlers, so Close can wait for them
 	pruner  sync.WaitGroup // the retention and lease goroutines, started by New
-	leases  *leases        // this bridge's leases in the store (leases.go)
+	leases  *lease.Book    // this bridge's leases in the store (leases.go)
 	// llmClient carries every sandbox's LLM proxy calls upstream, so
 	// they share connections; Close closes its idle ones.
 	llmClient *http.Client
@@ -92,8 +93,8 @@ func New(cfg Config) (*Server, error) {
 		db:      db, events: db,
 		llmClient: cfg.LLM.HTTPClient,
 	}
-	s.leases = newLeases(db, cfg.BridgeID, cfg.LeaseTTL, cfg.Logger)
-	if err := s.leases.claimBridge(ctx); err != nil { // a second bridge with this id stops here
+	s.leases = lease.New(db, cfg.BridgeID, cfg.LeaseTTL, cfg.Logger)
+	if err := s.leases.ClaimBridge(ctx); err != nil { // a second bridge with this id stops here
 		cancel()
 		return nil, errors.Join(fmt.Errorf("server: %w", err), db.Close())
 	}
@@ -120,7 +121,7 @@ func New(cfg Config) (*Server, error) {
 	s.roll = rollout.API{Fleet: s.fleet, Log: s.log, Image: cfg.Image, Reload: cfg.ReloadImages}
 	s.pruner.Add(2)
 	go func() { defer s.pruner.Done(); retention.Run(ctx, retentionOf(s)) }() // bridge/retention, retention.go
-	go func() { defer s.pruner.Done(); s.leases.run(ctx, failover{s}) }()     // failover.go
+	go func() { defer s.pruner.Done(); s.leases.Run(ctx, failover{s}) }()     // failover.go
 	return s, nil
 }
 
@@ -135,7 +136,7 @@ func (s *Server) fleetConfig() fleet.Config {
 	c := s.cfg.Fleet() // bridge/config
 	c.Records, c.Logger = ownRecords{s.cfg.Store, s.leases}, s.log
 	c.LLMAdmit, c.LLMUsage = s.users.AdmitModelCall, s.users.CountTokens // bridge/users
-	c.Check, c.Adopt, c.Claim = s.egressCheck, s.adoptThread, s.leases.acquire
+	c.Check, c.Adopt, c.Claim = s.egressCheck, s.adoptThread, s.leases.Acquire
 	return c
 }
 
@@ -206,7 +207,7 @@ func (s *Server) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		errs = append(errs, fmt.Errorf("wait for connections: %w", ctx.Err()))
 	}
-	if err := s.leases.release(ctx); err != nil { // another bridge may take the threads now
+	if err := s.leases.Release(ctx); err != nil { // another bridge may take the threads now
 		errs = append(errs, fmt.Errorf("release leases: %w", err))
 	}
 	if err := s.db.Close(); err != nil {
@@ -218,7 +219,7 @@ func (s *Server) Close(ctx context.Context) error {
 // register records a ready thread in the store and adds it to the server
 // and to its box, unless the server is closing or the box is gone.
 func (s *Server) register(ctx context.Context, t *thread, rec ThreadRecord) error {
-	if err := s.leases.acquire(ctx, t.id); err != nil { // leases.go
+	if err := s.leases.Acquire(ctx, t.id); err != nil { // leases.go
 		return err
 	}
 	if err := s.cfg.Store.Put(ctx, rec); err != nil {

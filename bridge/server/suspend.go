@@ -39,13 +39,13 @@ func (s *Server) resumeThread(ctx context.Context, id string) (t *thread, found 
 		return nil, ok, err
 	}
 	// Its lease is renewed while it starts (leases.go).
-	defer s.leases.begin(id)()
-	if err := s.leases.acquire(ctx, id); err != nil { // another bridge relays it: no second sandbox (leases.go)
+	defer s.leases.Begin(id)()
+	if err := s.leases.Acquire(ctx, id); err != nil { // another bridge relays it: no second sandbox (leases.go)
 		return nil, true, err
 	}
 	defer func() {
 		if err != nil { // the start failed: another bridge may try (leases.go)
-			s.leases.drop(context.WithoutCancel(ctx), id)
+			s.leases.Drop(context.WithoutCancel(ctx), id)
 		}
 	}()
 	if t, done, err := s.takeOverIn(ctx, rec); done { // its bridge is gone, its sandbox runs (failover.go)

@@ -21,7 +21,7 @@ func TestOnlyWireIsShared(t *testing.T) {
 		part, _, _ := strings.Cut(strings.TrimPrefix(pkg, module), "/")
 		return part
 	}
-	lower := map[string]bool{"fleet": true, "agentlink": true, "threadlog": true, "sandbox": true, "store": true,
+	lower := map[string]bool{"lease": true, "fleet": true, "agentlink": true, "threadlog": true, "sandbox": true, "store": true,
 		"approval": true, "rollout": true, "users": true, "auth": true,
 		"hostcheck": true, "files": true, "internal": true, "recordstore": true, "threadapi": true,
 		"retention": true, "hosttools": true, "config": true, "metrics": true, "threadops": true,
