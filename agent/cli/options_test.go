@@ -1,4 +1,4 @@
-package main
+package cli
 
 // An internal test: package main cannot be imported.
 

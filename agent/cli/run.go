@@ -1,0 +1,145 @@
+// Package cli is the boxwire agent's command: its flags and environment
+// (options.go), the secrets it keeps from commands (secrets.go), and Run,
+// which puts the agent's packages together and serves until its context
+// ends. cmd main (agent/main.go) only wires the process to Main.
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/boxwire/boxwire/agent/files"
+	"github.com/boxwire/boxwire/agent/loop"
+	"github.com/boxwire/boxwire/agent/posture"
+	"github.com/boxwire/boxwire/agent/relay"
+	"github.com/boxwire/boxwire/agent/session"
+	"github.com/boxwire/boxwire/agent/terminal"
+	"github.com/boxwire/boxwire/agent/threads"
+	"github.com/boxwire/boxwire/agent/tools"
+)
+
+// threadReserve is how many OS threads the agent starts at once (package
+// threads): more than it ever blocks in system calls at a time (commands
+// are awaited in the poller, at most tools.MaxBlockingCalls file tools run
+// at once), so a command that uses up the sandbox's pids limit cannot make
+// the runtime fail to start one.
+const threadReserve = 32
+
+// portsInterval is how often the agent looks for listening ports.
+const portsInterval = time.Second
+
+// Main runs the agent command with args (without the program name):
+// "relay" as the first argument is the bridge's channel into a pod
+// (agent/relay), anything else the agent itself (Run). version names the
+// build.
+func Main(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout io.WriteCloser, stderr io.Writer, version string) error {
+	if len(args) > 0 && args[0] == "relay" {
+		return relay.Main(ctx, args[1:], stdin, stdout, stderr)
+	}
+	return Run(ctx, args, getenv, stdout, stderr, version)
+}
+
+// Run parses flags (defaults from getenv, options.go), then serves until
+// ctx ends.
+func Run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, version string) error {
+	if err := hideFromCommands(); err != nil { // secrets.go: before any secret is read
+		return err
+	}
+	o, err := parseOptions(args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	software := "boxwire-agent/" + version
+	if o.showVersion {
+		fmt.Fprintln(stdout, software)
+		return nil
+	}
+	if !strings.HasPrefix(o.listen, "unix:") && o.token == "" {
+		return fmt.Errorf("listening on TCP %s needs a token: set --token or BOXWIRE_TOKEN", o.listen)
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	threads.Reserve(threadReserve) // before a command can use up the pids limit
+	if n, err := threads.Count(); err == nil {
+		log.Info("threads reserved", "threads", n)
+	}
+
+	apiKey, err := secret(getenv, "OPENAI_API_KEY")
+	if err != nil {
+		return err
+	}
+	llm := loop.OpenAIConfig{BaseURL: getenv("OPENAI_BASE_URL"), APIKey: apiKey, Model: o.model}
+	tok := &llmToken{} // this sandbox's proxy token, not a model key (llmtoken.go)
+	if o.llmSocket != "" {
+		// The bridge hands the token over in its claim; older bridges set
+		// BOXWIRE_LLM_TOKEN.
+		tok.set(getenv("BOXWIRE_LLM_TOKEN"))
+		llm.HTTPClient = tok.client(loop.UnixSocketClient(o.llmSocket))
+	}
+	egressEnv, stopEgress, err := startEgress(ctx, getenv("BOXWIRE_EGRESS_SOCKET"), log)
+	if err != nil {
+		return err
+	}
+	defer stopEgress()
+	egressEnv, err = trustEnv(egressEnv, getenv("BOXWIRE_CA_CERT")) // approvals: the bridge's egress CA
+	if err != nil {
+		return err
+	}
+	makeHome(getenv("HOME"), o.workspace, log)
+	pos := posture.Read()
+	log.Info("posture", "posture", pos)
+	hash, err := selfHash() // selfhash.go: which binary serves, in every hello
+	if err != nil {
+		log.Warn("agent binary hash", "err", err)
+	}
+	toolCfg := o.tools // the limits; the rest is filled in here
+	toolCfg.Workspace, toolCfg.Logger, toolCfg.Env = o.workspace, log, egressEnv
+	toolSet := tools.New(toolCfg)
+	defer toolSet.Close() // kills background jobs after the server stopped
+	mcpServers := imageMCP(getenv, o.workspace, egressEnv, o.tools.OutputLimit, log)
+	defer mcpServers.Close()
+	srv := session.New(session.Config{
+		Loop: loop.Config{
+			Model: loop.NewOpenAI(llm), Tools: toolSet.All(), Workspace: o.workspace,
+			MaxSteps: o.loop.MaxSteps, Budget: o.loop.Budget,
+			TurnTools: mcpServers.Tools, // the image's MCP servers (imagemcp.go); the session adds the bridge's host tools
+		},
+		Token:     o.token,
+		Software:  software,
+		AgentHash: hash,
+		Logger:    log,
+		Posture:   &pos,
+		Claim:     tok.set,
+		Terminal:  terminal.Config{IdleTimeout: o.termIdle, Env: egressEnv}, // terminals get the egress proxy too
+		Files:     files.New(files.Config{Workspace: o.workspace, MaxFileBytes: o.maxFileBytes, Logger: log}),
+		// Ports: what listens in the sandbox, looked at every second (ports event).
+		PortsInterval: portsInterval,
+	})
+	ln, err := session.Listen(o.listen)
+	if err != nil {
+		return err
+	}
+	log.Info("agent listening", "addr", o.listen, "version", version, "hash", hash, "workspace", o.workspace, "llm", llm, "llm_socket", o.llmSocket,
+		"max_steps", o.loop.MaxSteps, "context_budget", o.loop.Budget, "output_limit", o.tools.OutputLimit)
+	err = srv.Run(ctx, ln)
+	log.Info("agent stopped", "err", err)
+	return err
+}
+
+// makeHome creates HOME when it lies in the workspace (the image's
+// /workspace/.home) and this workspace has none yet, so that it is writable
+// and kept with the workspace.
+func makeHome(home, workspace string, log *slog.Logger) {
+	home, workspace = filepath.Clean(home), filepath.Clean(workspace)
+	if !filepath.IsAbs(home) || !strings.HasPrefix(home, workspace+string(filepath.Separator)) {
+		return
+	}
+	if err := os.MkdirAll(home, 0o755); err != nil {
+		log.Warn("create HOME", "home", home, "err", err)
+	}
+}
