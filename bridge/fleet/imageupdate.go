@@ -18,13 +18,12 @@ import (
 // only while none of their threads works (rollout.go); busy ones on a
 // later check. Boxes whose image id is unknown are left alone. It runs on
 // the reaper's tick and at the end of Reconcile, and blocks for the
-// engine.
+// engine. With a manager that cannot resolve images (Kubernetes: no
+// sandbox.ImageResolver) only the moves are done: a box moved while busy
+// moves at the first tick that finds it idle.
 func (rp *reaper) checkImages(ctx context.Context) {
 	f := rp.f
-	res, ok := f.cfg.Manager.(sandbox.ImageResolver)
-	if !ok {
-		return
-	}
+	res, resolves := f.cfg.Manager.(sandbox.ImageResolver)
 	var boxes []*Box
 	refs := map[string]bool{}
 	f.mu.Lock()
@@ -47,6 +46,9 @@ func (rp *reaper) checkImages(ctx context.Context) {
 	f.mu.Unlock()
 	now := map[string]string{} // image reference → its id, asked once per check
 	for ref := range refs {
+		if !resolves {
+			break
+		}
 		id, err := res.ImageID(ctx, ref)
 		if err != nil {
 			f.log.Warn("resolve image", "image", ref, "err", err)

@@ -304,3 +304,45 @@ func TestMoveImage(t *testing.T) {
 		t.Fatal("an image taken off the allowlist is still allowed")
 	}
 }
+
+// stopCounter is the fake manager without image ids (no
+// sandbox.ImageResolver, like Kubernetes) that counts its Stop calls.
+type stopCounter struct {
+	*fakeManager
+	stops atomic.Int32
+}
+
+func (m *stopCounter) Stop(ctx context.Context, id string, grace time.Duration) error {
+	m.stops.Add(1)
+	return m.fakeManager.Stop(ctx, id, grace)
+}
+
+// A box moved to another image while it works moves once its work ended,
+// also with a manager that cannot resolve images (Kubernetes): the move
+// does not wait for an image id that never comes.
+func TestMoveImageOfABusyBoxWithoutResolver(t *testing.T) {
+	t.Parallel()
+	sc := &stopCounter{}
+	e := newFleet(t, func(c *fleet.Config) {
+		sc.fakeManager = c.Manager.(*fakeManager)
+		c.Manager, c.ReapInterval, c.Images = sc, 20*time.Millisecond, []string{"boxwire:other"}
+	})
+	b, w := e.acquireWorker("t1", wire.CreateThread{})
+	if err := e.recs.Put(context.Background(), fleet.ThreadRecord{ID: "t1", Box: b.ID(), Scope: wire.ScopeThread, Image: "boxwire:test"}); err != nil {
+		t.Fatal(err)
+	}
+	w.busy.Store(true)
+	if _, _, err := e.f.MoveImage(context.Background(), b.ID(), "boxwire:other"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n := sc.stops.Load(); n != 0 {
+		t.Fatalf("a working box was stopped %d times for its move", n)
+	}
+	w.busy.Store(false)
+	waitUntil(t, "the move once idle", func() bool { return sc.stops.Load() == 1 })
+	e.replaceStopped(b, "t1")
+	if got := e.mgr.Live()[b.SandboxID()].Image; got != "boxwire:other" {
+		t.Fatalf("new sandbox runs %q", got)
+	}
+}
