@@ -35,6 +35,11 @@ type Config struct {
 	// DefaultAgentBytes and DefaultAgentInodes.
 	AgentBytes  int64
 	AgentInodes int
+	// Private makes the agent folder a plain folder of the bridge's (mode
+	// 0700, no tmpfs), for engines that never mount it into a sandbox
+	// (Kubernetes: the folder holds only the manager's own listener, the
+	// pod has folders of its own). It needs no root: nothing is mounted.
+	Private bool
 }
 
 // Layout makes, checks and removes the folders of sandboxes. The zero value
@@ -114,6 +119,12 @@ func (l *Layout) Make(id string) (d Dirs, err error) {
 	if err := os.Mkdir(d.Agent, 0o700); err != nil {
 		return Dirs{}, fmt.Errorf("create agent folder: %w", err)
 	}
+	if l.cfg.Private {
+		if err := os.Chmod(d.Agent, 0o700); err != nil {
+			return Dirs{}, fmt.Errorf("set mode of agent folder: %w", err)
+		}
+		return d, nil
+	}
 	opts := fmt.Sprintf("size=%d,nr_inodes=%d,mode=0700,uid=%d,gid=%d",
 		l.cfg.AgentBytes, l.cfg.AgentInodes, l.cfg.UID, l.cfg.GID)
 	if err := unix.Mount("tmpfs", d.Agent, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, opts); err != nil {
@@ -125,7 +136,8 @@ func (l *Layout) Make(id string) (d Dirs, err error) {
 // Open returns the folders of a sandbox made earlier (by this or an
 // earlier bridge process) after checking that they are laid out as Make
 // lays them out: a bridge folder no one else can write and an agent folder
-// that is a tmpfs of its own. A sandbox made by an older bridge, whose
+// that is a tmpfs of its own (Config.Private: a folder only the bridge
+// can enter). A sandbox made by an older bridge, whose
 // single folder it could write, fails the check; it must be replaced, not
 // adopted.
 func (l *Layout) Open(id string) (Dirs, error) {
@@ -145,7 +157,11 @@ func (l *Layout) Open(id string) (Dirs, error) {
 	case st.Mode&0o022 != 0:
 		return Dirs{}, fmt.Errorf("bridge folder %s is writable by others (mode %o)", d.Bridge, st.Mode&0o777)
 	}
-	if err := isOwnTmpfs(d.Agent); err != nil {
+	check := isOwnTmpfs
+	if l.cfg.Private {
+		check = isPrivateDir
+	}
+	if err := check(d.Agent); err != nil {
 		return Dirs{}, fmt.Errorf("agent folder: %w", err)
 	}
 	return d, nil
@@ -170,6 +186,22 @@ func isOwnTmpfs(dir string) error {
 	}
 	if st.Dev == parent.Dev || sfs.Type != unix.TMPFS_MAGIC {
 		return fmt.Errorf("%s is not a tmpfs of its own", dir)
+	}
+	return nil
+}
+
+// isPrivateDir reports an error unless dir is a real folder (not a link)
+// of the bridge's that no one else may enter.
+func isPrivateDir(dir string) error {
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		return fmt.Errorf("stat %s: %w", dir, err)
+	}
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+		return fmt.Errorf("%s is not a folder", dir)
+	case int(st.Uid) != os.Geteuid() || st.Mode&0o077 != 0:
+		return fmt.Errorf("%s is not the bridge's alone (owner %d, mode %o)", dir, st.Uid, st.Mode&0o777)
 	}
 	return nil
 }
@@ -199,9 +231,14 @@ func (d Dirs) Remove() error {
 }
 
 // unmountAll lazily unmounts every mount stacked on dir (a crashed bridge
-// may have mounted twice), without following a link at dir.
+// may have mounted twice), without following a link at dir. A dir that is
+// no mount point is left alone without an unmount call (which needs
+// CAP_SYS_ADMIN even then: a bridge without it has only Private folders).
 func unmountAll(dir string) error {
 	for range 8 {
+		if !isMountPoint(dir) {
+			return nil
+		}
 		err := unix.Unmount(dir, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW)
 		switch {
 		case err == nil:
@@ -213,6 +250,23 @@ func unmountAll(dir string) error {
 		}
 	}
 	return fmt.Errorf("unmount %s: still mounted after 8 unmounts", dir)
+}
+
+// isMountPoint says whether dir (not followed if a link) is on another
+// device than its parent folder: a tmpfs Make mounted. A dir that cannot
+// be read counts as one, so that unmountAll tries.
+func isMountPoint(dir string) bool {
+	var st, parent unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		return !errors.Is(err, unix.ENOENT)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return false
+	}
+	if err := unix.Lstat(filepath.Dir(dir), &parent); err != nil {
+		return true
+	}
+	return st.Dev != parent.Dev
 }
 
 // IDs returns the ids that have a folder of either kind, for removing

@@ -310,3 +310,60 @@ func listenCounting(t *testing.T, path string) (net.Listener, func() int) {
 	}()
 	return ln, func() int { v := <-n; n <- v; return v }
 }
+
+// TestPrivateLayout: with Private the agent folder is a plain folder only
+// the bridge may enter (no tmpfs, so no root needed); Open accepts it and
+// refuses one others may enter; the agent's socket is dialled there;
+// Remove and RemoveAll delete it without an unmount.
+func TestPrivateLayout(t *testing.T) {
+	root := t.TempDir()
+	l := boxdir.New(boxdir.Config{Root: root, UID: 1000, GID: 1000, Private: true})
+	d, err := l.Make("t_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Lstat(d.Agent, &st); err != nil || int(st.Uid) != os.Geteuid() || st.Mode&0o777 != 0o700 {
+		t.Fatalf("agent folder: uid %d mode %o err %v", st.Uid, st.Mode&0o777, err)
+	}
+	var parent syscall.Stat_t
+	if err := syscall.Lstat(filepath.Dir(d.Agent), &parent); err != nil || parent.Dev != st.Dev {
+		t.Fatalf("private agent folder is a mount of its own (%v)", err)
+	}
+	if _, err := l.Open("t_1"); err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	ln, err := net.Listen("unix", filepath.Join(d.Agent, "agent.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := d.DialAgent(ctx, "agent.sock")
+	if err != nil {
+		t.Fatalf("dial the agent socket: %v", err)
+	}
+	c.Close()
+	if err := os.Chmod(d.Agent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Open("t_1"); err == nil {
+		t.Fatal("open accepted an agent folder others may enter")
+	}
+	if err := l.Remove("t_1"); err != nil {
+		t.Fatalf("remove: %v", err)
+	}
+	if _, err := os.Lstat(d.Agent); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("agent folder left: %v", err)
+	}
+	if _, err := l.Make("t_2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := boxdir.RemoveAll(root); err != nil {
+		t.Fatalf("remove all: %v", err)
+	}
+	if ids, err := l.IDs(); err != nil || len(ids) != 0 {
+		t.Fatalf("left %v (%v)", ids, err)
+	}
+}

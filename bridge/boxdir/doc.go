@@ -23,5 +23,8 @@
 //
 // Making and removing folders mounts and unmounts a tmpfs, so the bridge
 // needs root (CAP_SYS_ADMIN) on the host, as it does for capped workspaces.
+// With Config.Private (Kubernetes, where no folder is mounted into a pod)
+// the agent folder is a plain folder only the bridge can enter, and no
+// root is needed.
 // Functions here are safe for concurrent use on different ids.
 package boxdir

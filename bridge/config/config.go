@@ -256,6 +256,15 @@ func (c Config) Checked() (Config, error) {
 	return c, nil
 }
 
+// mountsFolders says whether m mounts the sandboxes' host folders into
+// them (Docker). A manager that says it does not (kube.Kube, whose pods
+// have folders of their own) gets private agent folders, which need no
+// tmpfs and so no CAP_SYS_ADMIN (boxdir.Config.Private).
+func mountsFolders(m sandbox.Manager) bool {
+	fm, ok := m.(interface{ MountsHostFolders() bool })
+	return !ok || fm.MountsHostFolders()
+}
+
 // Fleet is c's part of the fleet's config (bridge/fleet): the sandboxes,
 // their images, limits, lifetimes, pool, rollout, proxies and egress,
 // with the socket folders' layout under DataDir. The server adds its
@@ -263,7 +272,7 @@ func (c Config) Checked() (Config, error) {
 func (c Config) Fleet() fleet.Config {
 	return fleet.Config{
 		Manager: c.Manager, Records: c.Store, Logger: c.Logger,
-		Layout:   boxdir.New(boxdir.Config{Root: c.DataDir, UID: c.SandboxUID, GID: c.SandboxGID}),
+		Layout:   boxdir.New(boxdir.Config{Root: c.DataDir, UID: c.SandboxUID, GID: c.SandboxGID, Private: !mountsFolders(c.Manager)}),
 		BridgeID: c.BridgeID, Token: c.Token, Software: c.Software, Model: c.Model,
 		SandboxUID: c.SandboxUID, SandboxGID: c.SandboxGID, DataDir: c.DataDir,
 		Image: c.Image, Images: c.Images, Runtime: c.Runtime, Runtimes: c.Runtimes,

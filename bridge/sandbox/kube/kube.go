@@ -214,6 +214,13 @@ func Connect(ctx context.Context, cfg Config) (*Kube, error) {
 	return k, nil
 }
 
+// MountsHostFolders says false: a pod has folders of its own and never
+// mounts the bridge's (the tunnel carries their sockets), so the bridge
+// keeps its agent folders private and needs no tmpfs mount for them
+// (boxdir.Config.Private; an in-cluster bridge runs without
+// CAP_SYS_ADMIN).
+func (k *Kube) MountsHostFolders() bool { return false }
+
 // Host returns the API server's address.
 func (k *Kube) Host() string { return k.host }
 
