@@ -204,12 +204,20 @@ func (c *conn) writePump() {
 			if !c.writeOut(out) {
 				return
 			}
-		case out := <-c.term.Items():
+		case <-c.term.Ready():
+			out, ok := c.term.TryNext()
+			if !ok {
+				continue
+			}
 			if err := c.writeTerm(out); err != nil {
 				c.log.Debug("terminal write failed", "err", err)
 				return
 			}
-		case it := <-c.fwdq.Items():
+		case <-c.fwdq.Ready():
+			it, ok := c.fwdq.TryNext()
+			if !ok {
+				continue
+			}
 			if err := c.writeForward(it); err != nil { // forward.go
 				c.log.Debug("stream write failed", "err", err)
 				return

@@ -269,11 +269,11 @@ func (l *Link) write(c *connection) {
 		l.log.Warn("ask agent to resume", "err", err)
 		return
 	}
-	ready, streamItems := l.streams.ready, (<-chan wire.Item[wire.Envelope])(nil) // streams.go: made on first use
+	ready, streamItems := l.streams.ready, (<-chan struct{})(nil) // streams.go: made on first use
 	for {
 		select {
 		case <-ready:
-			ready, streamItems = nil, l.streams.queue().Items()
+			ready, streamItems = nil, l.streams.queue().Ready()
 		case env := <-l.cfg.Requests:
 			if wire.IsStream(env.Type) { // streams.go: the bridge's own
 				l.refuseStream(env)
@@ -286,7 +286,11 @@ func (l *Link) write(c *connection) {
 				l.log.Warn("write to agent", "err", err)
 				return
 			}
-		case it := <-streamItems:
+		case <-streamItems:
+			it, ok := l.streams.queue().TryNext()
+			if !ok {
+				continue
+			}
 			if err := l.writeStream(c, it); err != nil {
 				l.log.Warn("write stream traffic to agent", "err", err)
 				return

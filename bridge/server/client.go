@@ -45,7 +45,7 @@ type client struct {
 	id   string
 	conn *websocket.Conn
 	log  *slog.Logger
-	send chan wire.Envelope
+	send *wire.Queue[wire.Envelope] // replies; its room grows with use (wire.Queue)
 	// ctx carries who the client authenticated as (users.go); it ends
 	// when the connection's handler returns.
 	ctx context.Context
@@ -65,7 +65,7 @@ type client struct {
 func newClient(id string, conn *websocket.Conn, log *slog.Logger) *client {
 	return &client{
 		id: id, conn: conn, log: log, ctx: context.Background(),
-		send: make(chan wire.Envelope, clientSendBuffer),
+		send: wire.NewQueue[wire.Envelope](clientSendBuffer, 0),
 		stop: make(chan struct{}),
 		wake: make(chan struct{}, 1),
 
@@ -76,10 +76,8 @@ func newClient(id string, conn *websocket.Conn, log *slog.Logger) *client {
 // enqueue queues env for the writer without blocking; a client whose queue
 // is full is dropped. It is safe for concurrent use.
 func (c *client) enqueue(env wire.Envelope) {
-	select {
-	case c.send <- env:
-	default:
-		c.log.Warn("dropping slow client", "queued", len(c.send))
+	if !c.send.Send(env) {
+		c.log.Warn("dropping slow client", "queued", c.send.Len())
 		c.kick(closeTooSlow, "client too slow: reconnect with after_seq", nil)
 	}
 }
@@ -140,12 +138,21 @@ func (c *client) writePump(t *thread, g greeting) {
 		}
 		select {
 		case <-wake:
-		case env := <-c.send:
-			if err := w.JSON(env); err != nil {
+		case <-c.send.Ready():
+			it, ok := c.send.TryNext()
+			if !ok {
+				continue
+			}
+			c.send.Release(it)
+			if err := w.JSON(*it.Msg); err != nil {
 				c.log.Debug("write to client", "err", err)
 				return
 			}
-		case out := <-c.term.Items():
+		case <-c.term.Ready():
+			out, ok := c.term.TryNext()
+			if !ok {
+				continue
+			}
 			if err := c.writeTerm(out); err != nil {
 				c.log.Debug("write terminal to client", "err", err)
 				return

@@ -33,7 +33,11 @@ func newDrainer(t *testing.T, q *wire.Queue[string], open bool) *drainer {
 		}
 		for {
 			select {
-			case it := <-q.Items():
+			case <-q.Ready():
+				it, ok := q.TryNext()
+				if !ok {
+					continue
+				}
 				q.Release(it)
 				d.bytes.Add(int64(len(it.Frame)))
 			case <-d.stop:

@@ -1,6 +1,9 @@
 package wire
 
-import "sync/atomic"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // TerminalBudget is the byte budget of a connection's terminal queue, the
 // same in the agent and the bridge: 8 MiB of output frames may wait for a
@@ -15,16 +18,27 @@ type Item[M any] struct {
 	Frame []byte
 }
 
-// Queue is a connection's terminal queue: control messages and output
+// Queue is a connection's outgoing queue: control messages and output
 // frames in the order they were queued, at most a fixed number of items,
 // and frames of at most budget bytes in all. Send and Offer never block
 // and are safe for concurrent use; the queue has one consumer, which
-// receives from Items and calls Release for every item it took. Watch,
-// Unwatch and Wake (from Watchers) let a producer wait for room: Release
-// wakes the Wakers watching.
+// waits on Ready, takes items with TryNext and calls Release for every
+// item it took. Watch, Unwatch and Wake (from Watchers) let a producer
+// wait for room: Release wakes the Wakers watching.
+//
+// The queue holds no room until items arrive: its ring grows with what
+// waits (doubling, up to the item bound) and is given back once the
+// consumer has emptied it, so an idle connection's queue costs a few
+// words, not its bound (most connections never queue more than a few
+// items; a channel's buffer would be allocated whole).
 type Queue[M any] struct {
 	Watchers
-	items  chan Item[M]
+	mu     sync.Mutex
+	ring   []Item[M] // len is a power of two or zero
+	head   int       // index of the oldest item in ring
+	n      int       // items waiting
+	max    int
+	ready  chan struct{} // holds a token while items wait (one consumer)
 	budget int64
 	bytes  atomic.Int64 // bytes of frames queued and not yet released
 }
@@ -32,7 +46,7 @@ type Queue[M any] struct {
 // NewQueue returns an empty queue of at most items entries and budget
 // bytes of frames.
 func NewQueue[M any](items int, budget int64) *Queue[M] {
-	return &Queue[M]{items: make(chan Item[M], items), budget: budget}
+	return &Queue[M]{max: items, budget: budget, ready: make(chan struct{}, 1)}
 }
 
 // Send queues m after everything queued before it. It reports false, and
@@ -40,12 +54,7 @@ func NewQueue[M any](items int, budget int64) *Queue[M] {
 // is too slow, and the caller should drop the connection rather than lose
 // m silently. A control message does not count against the byte budget.
 func (q *Queue[M]) Send(m M) bool {
-	select {
-	case q.items <- Item[M]{Msg: &m}:
-		return true
-	default:
-		return false
-	}
+	return q.push(Item[M]{Msg: &m})
 }
 
 // Offer queues frame unless that would pass the byte budget or the item
@@ -56,28 +65,73 @@ func (q *Queue[M]) Offer(frame []byte) bool {
 	if q.bytes.Load()+n > q.budget {
 		return false
 	}
-	select {
-	case q.items <- Item[M]{Frame: frame}:
-		q.bytes.Add(n)
-		return true
-	default:
+	if !q.push(Item[M]{Frame: frame}) {
 		return false
 	}
+	q.bytes.Add(n)
+	return true
 }
 
-// Items is the consumer's channel. Every item received from it must be
-// given to Release.
-func (q *Queue[M]) Items() <-chan Item[M] { return q.items }
+// push appends it unless the queue is full, growing the ring as needed,
+// and leaves the consumer a token.
+func (q *Queue[M]) push(it Item[M]) bool {
+	q.mu.Lock()
+	if q.n >= q.max {
+		q.mu.Unlock()
+		return false
+	}
+	if q.n == len(q.ring) {
+		q.grow()
+	}
+	q.ring[(q.head+q.n)&(len(q.ring)-1)] = it
+	q.n++
+	q.mu.Unlock()
+	select {
+	case q.ready <- struct{}{}:
+	default: // a token is already there
+	}
+	return true
+}
+
+// grow doubles the ring (from 4), keeping the order; q.mu is held.
+func (q *Queue[M]) grow() {
+	size := max(4, 2*len(q.ring))
+	ring := make([]Item[M], size)
+	for i := range q.n {
+		ring[i] = q.ring[(q.head+i)&(len(q.ring)-1)]
+	}
+	q.ring, q.head = ring, 0
+}
+
+// Ready is ready to receive from while items may wait: the consumer
+// selects on it and then calls TryNext (which leaves a token again when
+// more items wait, so taking one item per receive is enough).
+func (q *Queue[M]) Ready() <-chan struct{} { return q.ready }
 
 // TryNext takes the next item without waiting; ok is false when the queue
-// is empty. The item must be given to Release, as one from Items.
+// is empty. The item must be given to Release.
 func (q *Queue[M]) TryNext() (it Item[M], ok bool) {
-	select {
-	case it = <-q.items:
-		return it, true
-	default:
+	q.mu.Lock()
+	if q.n == 0 {
+		q.mu.Unlock()
 		return it, false
 	}
+	var zero Item[M]
+	it, q.ring[q.head] = q.ring[q.head], zero
+	q.head = (q.head + 1) & (len(q.ring) - 1)
+	q.n--
+	more := q.n > 0
+	if !more && len(q.ring) > 16 {
+		q.ring, q.head = nil, 0 // a burst's room goes back once it drained
+	}
+	q.mu.Unlock()
+	if more {
+		select {
+		case q.ready <- struct{}{}:
+		default:
+		}
+	}
+	return it, true
 }
 
 // Release gives back the room it held and wakes the producers watching
@@ -94,4 +148,8 @@ func (q *Queue[M]) Release(it Item[M]) {
 func (q *Queue[M]) Bytes() int64 { return q.bytes.Load() }
 
 // Len reports how many items wait in the queue.
-func (q *Queue[M]) Len() int { return len(q.items) }
+func (q *Queue[M]) Len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.n
+}

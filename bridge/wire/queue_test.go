@@ -14,15 +14,19 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // waitFor bounds every wait in these tests.
 const waitFor = 10 * time.Second
 
-func take(t *testing.T, q *wire.Queue[string]) wire.Item[string] {
+func take[M any](t *testing.T, q *wire.Queue[M]) wire.Item[M] {
 	t.Helper()
 	select {
-	case it := <-q.Items():
+	case <-q.Ready():
+		it, ok := q.TryNext()
+		if !ok {
+			t.Fatal("ready with nothing queued")
+		}
 		q.Release(it)
 		return it
 	case <-time.After(waitFor):
 		t.Fatal("queue empty")
-		return wire.Item[string]{}
+		return wire.Item[M]{}
 	}
 }
 
@@ -116,5 +120,35 @@ func BenchmarkOfferRelease(b *testing.B) {
 		q.Offer(frame)
 		it, _ := q.TryNext()
 		q.Release(it)
+	}
+}
+
+// The ring wraps around and grows past its first size without reordering,
+// and Ready keeps a token while items wait, so a consumer taking one item
+// per receive drains everything.
+func TestQueueGrowsInOrder(t *testing.T) {
+	t.Parallel()
+	q := wire.NewQueue[int](100, 0)
+	next, want := 0, 0
+	for round := range 5 {
+		for range 3 + round*20 { // wraps the small ring, then grows it
+			if !q.Send(next) {
+				t.Fatalf("refused item %d", next)
+			}
+			next++
+		}
+		for q.Len() > 0 {
+			if got := *take(t, q).Msg; got != want {
+				t.Fatalf("got %d, want %d", got, want)
+			}
+			want++
+		}
+	}
+	select {
+	case <-q.Ready():
+		if _, ok := q.TryNext(); ok {
+			t.Fatal("an item left after draining")
+		}
+	default:
 	}
 }
