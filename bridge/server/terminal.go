@@ -21,10 +21,10 @@ import (
 const (
 	// termBudget is how many bytes of output frames may wait for one client.
 	termBudget = wire.TerminalBudget
-	// termQueueLen bounds the queued terminal items of one client. Every
-	// client has the queue, terminal or not, and a channel's buffer is
-	// allocated whole: 512 items (16 KiB) hold 2 MiB of the agent's usual
-	// 4 KiB frames, plenty for the relay, where 4096 cost 128 KiB each.
+	// termQueueLen bounds the queued terminal items of one client: 512
+	// hold 2 MiB of 4 KiB frames, plenty for the relay. Every client has
+	// the queue, terminal or not; it holds no room until frames wait
+	// (wire.Queue grows with use).
 	termQueueLen = 512
 	// termStallLimit bounds waiting for clients that are all full.
 	termStallLimit = 10 * time.Second
