@@ -5,38 +5,19 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/boxwire/boxwire/agent/mcptools"
 	"github.com/boxwire/boxwire/agent/tool"
+	"github.com/boxwire/boxwire/internal/mcpclient/mcptest"
 )
 
 var mcptool string // the test MCP server (e2e/cmd/mcptool)
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "mcptools")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	mcptool = filepath.Join(dir, "mcptool")
-	build := exec.Command("go", "build", "-o", mcptool, "github.com/boxwire/boxwire/e2e/cmd/mcptool")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build mcptool:", err)
-		os.Exit(1)
-	}
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
-		os.RemoveAll(dir)
-		os.Exit(code)
-	}))
-}
+func TestMain(m *testing.M) { mcptest.Main(m, &mcptool) }
 
 func servers(t *testing.T, file string) *mcptools.Servers {
 	t.Helper()
@@ -108,17 +89,12 @@ func TestBadServers(t *testing.T) {
 	if list, err := mcptools.Load(filepath.Join(t.TempDir(), "none.json")); list != nil || err != nil {
 		t.Errorf("no file: %v %v", list, err)
 	}
-	for _, tc := range []struct{ raw, want string }{
-		{`[]`, "not an MCP servers file"},
-		{`{"servers":[{"name":"a"}]}`, "command: the program is missing"},
-		{`{"servers":[{"name":"","command":["x"]}]}`, "name must be"},
-		{`{"servers":[{"name":"a","command":["x"],"url":"http://h"}]}`, `unknown field "url"`},
-		{`{"servers":[{"name":"a","command":["x"],"timeout":"-1s"}]}`, `timeout "-1s"`},
-		{`{"servers":[{"name":"a","command":["x"],"tools":["["]}]}`, `tools: "[" is not a glob`},
-		{`{"servers":[{"name":"a","command":["x"]},{"name":"a","command":["x"]}]}`, `used twice`},
-	} {
-		if _, err := mcptools.Parse([]byte(tc.raw)); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: %v, want %q", tc.raw, err, tc.want)
-		}
+	bad := filepath.Join(t.TempDir(), "mcp.json")
+	if err := os.WriteFile(bad, []byte(`{"servers":[{"name":"a"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The checks are internal/mcpclient's (TestParseErrors there).
+	if _, err := mcptools.Load(bad); err == nil || !strings.Contains(err.Error(), "mcp servers "+bad+`: server 1 ("a"): command: the program is missing`) {
+		t.Errorf("a broken file: %v", err)
 	}
 }

@@ -2,10 +2,7 @@ package hosttools
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"sync"
 	"time"
@@ -13,15 +10,13 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/boxwire/boxwire/bridge/wire"
+	"github.com/boxwire/boxwire/internal/mcpclient"
 )
 
 // call runs the server's tool with args under the server's timeout; id is
 // the call's progress token. A failure is the result's Error.
 func (s *server) call(ctx context.Context, tool string, args map[string]any, id string, say func(string)) wire.HostResult {
-	sess, err := s.session(ctx)
-	s.mu.Lock()
-	ended := s.ended
-	s.mu.Unlock()
+	sess, ended, err := s.conn.Session(ctx)
 	if err != nil {
 		return wire.HostResult{Error: fmt.Sprintf("host tool server %s is unavailable: %v", s.cfg.Name, err)}
 	}
@@ -50,12 +45,12 @@ func (s *server) call(ctx context.Context, tool string, args map[string]any, id 
 		return wire.HostResult{Error: "cancelled: the turn was interrupted (the host tool was told to stop)"}
 	case cctx.Err() != nil:
 		return wire.HostResult{Error: fmt.Sprintf("cancelled: the call took longer than its timeout of %s", s.cfg.timeout)}
-	case errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, io.EOF) || s.gone(sess):
+	case mcpclient.Ended(err) || !s.conn.Live(sess):
 		select { // the session's end has the command's exit and last words
 		case <-ended:
 		case <-time.After(endWait):
 		}
-		s.drop(sess)
+		s.conn.Drop(sess)
 		return wire.HostResult{Error: fmt.Sprintf("host tool server %s ended during the call (%v)%s; it is started again for the next call",
 			s.cfg.Name, err, s.stderrWords())}
 	}
@@ -66,13 +61,6 @@ func (s *server) call(ctx context.Context, tool string, args map[string]any, id 
 // ending, for its last words.
 const endWait = 3 * time.Second
 
-// gone reports whether sess is no longer the server's live session.
-func (s *server) gone(sess *mcp.ClientSession) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.sess != sess
-}
-
 // stderrWords is the end of the command's standard error, for an error.
 func (s *server) stderrWords() string {
 	s.mu.Lock()
@@ -81,38 +69,10 @@ func (s *server) stderrWords() string {
 	return t.words()
 }
 
-// result converts a tool's result: its text contents, one per line
-// (other contents named), or its structured content as JSON when it sent
-// no text; an error result's text goes in Error too.
+// result converts a tool's result: its text (mcpclient.Text), capped;
+// an error result's text goes in Error too.
 func result(res *mcp.CallToolResult) wire.HostResult {
-	var b strings.Builder
-	for _, c := range res.Content {
-		if b.Len() > 0 {
-			b.WriteString("\n")
-		}
-		switch c := c.(type) {
-		case *mcp.TextContent:
-			b.WriteString(c.Text)
-		case *mcp.ImageContent:
-			fmt.Fprintf(&b, "[image %s, %d bytes]", c.MIMEType, len(c.Data))
-		case *mcp.AudioContent:
-			fmt.Fprintf(&b, "[audio %s, %d bytes]", c.MIMEType, len(c.Data))
-		case *mcp.ResourceLink:
-			fmt.Fprintf(&b, "[resource %s]", c.URI)
-		case *mcp.EmbeddedResource:
-			if c.Resource != nil && c.Resource.Text != "" {
-				b.WriteString(c.Resource.Text)
-			} else if c.Resource != nil {
-				fmt.Fprintf(&b, "[resource %s]", c.Resource.URI)
-			}
-		}
-	}
-	if b.Len() == 0 && res.StructuredContent != nil {
-		if raw, err := json.Marshal(res.StructuredContent); err == nil {
-			b.Write(raw)
-		}
-	}
-	out := wire.HostResult{Output: capped(b.String())}
+	out := wire.HostResult{Output: capped(mcpclient.Text(res))}
 	if res.IsError {
 		out.Error = "the tool reported an error"
 		if out.Output != "" {

@@ -6,15 +6,14 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
-	"path"
-	"regexp"
-	"slices"
 	"strings"
 	"time"
+
+	"github.com/boxwire/boxwire/internal/mcpclient"
 )
 
 // DefaultTimeout bounds one call when a server's config names none.
-const DefaultTimeout = 10 * time.Minute
+const DefaultTimeout = mcpclient.DefaultTimeout
 
 // File is the JSON form of the host tools file (--host-tools).
 type File struct {
@@ -74,12 +73,6 @@ func (c ServerConfig) LogValue() slog.Value {
 	return slog.GroupValue(slog.String("name", c.Name), slog.String("at", where))
 }
 
-var (
-	nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
-	// prefixRE keeps prefixed names valid function names for the model.
-	prefixRE = regexp.MustCompile(`^[A-Za-z0-9_-]{0,32}$`)
-)
-
 // Load reads the host tools file at path; getenv reads the bridge's
 // environment for EnvFrom and HeadersFrom. Every mistake is an error
 // naming the server and field.
@@ -122,8 +115,8 @@ func Parse(raw []byte, getenv func(string) string) ([]ServerConfig, error) {
 
 // check validates s and resolves its environment and timeout.
 func (s *ServerConfig) check(getenv func(string) string) error {
-	if !nameRE.MatchString(s.Name) {
-		return fmt.Errorf("name must be 1-64 letters, digits, _ or -")
+	if err := mcpclient.CheckName(s.Name); err != nil {
+		return err
 	}
 	switch {
 	case len(s.Command) > 0 && s.URL != "":
@@ -143,23 +136,12 @@ func (s *ServerConfig) check(getenv func(string) string) error {
 	case len(s.Headers) > 0 || len(s.HeadersFrom) > 0:
 		return fmt.Errorf("headers and headers_from are for a url, not a command")
 	}
-	if !prefixRE.MatchString(s.Prefix) {
-		return fmt.Errorf("prefix %q: at most 32 letters, digits, _ or -", s.Prefix)
-	}
-	for field, globs := range map[string][]string{"tools": s.Tools, "images": s.Images, "users": s.Users, "threads": s.Threads} {
-		for _, g := range globs {
-			if _, err := path.Match(g, ""); err != nil || g == "" {
-				return fmt.Errorf("%s: %q is not a glob", field, g)
-			}
-		}
-	}
-	s.timeout = DefaultTimeout
-	if s.Timeout != "" {
-		d, err := time.ParseDuration(s.Timeout)
-		if err != nil || d <= 0 {
-			return fmt.Errorf("timeout %q is not a positive duration like \"2m\"", s.Timeout)
-		}
-		s.timeout = d
+	var err error
+	s.timeout, err = mcpclient.CheckOffer(s.Prefix, s.Timeout,
+		mcpclient.Globs{Field: "tools", Globs: s.Tools}, mcpclient.Globs{Field: "images", Globs: s.Images},
+		mcpclient.Globs{Field: "users", Globs: s.Users}, mcpclient.Globs{Field: "threads", Globs: s.Threads})
+	if err != nil {
+		return err
 	}
 	if err := resolve(&s.Env, s.EnvFrom, "env_from", getenv); err != nil {
 		return err
@@ -209,16 +191,8 @@ type Scope struct {
 
 // allows reports whether the server's tools are offered in sc.
 func (s *ServerConfig) allows(sc Scope) bool {
-	return matchAny(s.Images, sc.Image) && matchAny(s.Users, sc.User) && matchAny(s.Threads, sc.Thread)
+	return mcpclient.MatchAny(s.Images, sc.Image) && mcpclient.MatchAny(s.Users, sc.User) && mcpclient.MatchAny(s.Threads, sc.Thread)
 }
 
 // offers reports whether the server's tool called name is offered.
-func (s *ServerConfig) offers(name string) bool { return matchAny(s.Tools, name) }
-
-// matchAny reports whether v matches one of globs; no globs match all.
-func matchAny(globs []string, v string) bool {
-	return len(globs) == 0 || slices.ContainsFunc(globs, func(g string) bool {
-		ok, _ := path.Match(g, v)
-		return ok
-	})
-}
+func (s *ServerConfig) offers(name string) bool { return mcpclient.MatchAny(s.Tools, name) }

@@ -11,29 +11,21 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/boxwire/boxwire/bridge/policy"
 	"github.com/boxwire/boxwire/bridge/wire"
+	"github.com/boxwire/boxwire/internal/mcpclient"
 )
 
-// Limits of the host's MCP traffic.
+// Limits of the host's MCP traffic (beside mcpclient's ConnectWait,
+// ListFresh and TerminateWait).
 const (
-	// connectWait bounds starting or reaching a server and its
-	// initialization handshake.
-	connectWait = 30 * time.Second
-	// listFresh is how long a server's tool list is used before it is
-	// asked again (a tools/list_changed notification drops it at once).
-	listFresh = time.Minute
 	// MaxResultBytes caps a result's output so that it fits a wire frame
 	// with room to spare; the rest is cut with a note.
 	MaxResultBytes = 512 << 10
-	// terminateWait is how long a stdio server has to exit after its
-	// stdin closes before it is signalled.
-	terminateWait = 2 * time.Second
 	// retryWait is how long a server that could not be reached is not
 	// tried again (its error is answered at once), so that a dead server
 	// does not hold up every turn's start.
@@ -61,11 +53,8 @@ type Host struct {
 	cfg      Config
 	log      *slog.Logger
 	redactor *policy.Redactor
+	group    *mcpclient.Group // the servers' sessions
 	servers  []*server
-
-	mu     sync.Mutex
-	closed bool
-	wg     sync.WaitGroup // session watchers (server.watch)
 }
 
 // New returns a Host for cfg. It starts nothing: each server is connected
@@ -78,10 +67,12 @@ func New(cfg Config) *Host {
 		cfg.Getenv = func(string) string { return "" }
 	}
 	secrets := slices.Clone(cfg.Secrets)
-	h := &Host{cfg: cfg, log: cfg.Logger}
+	h := &Host{cfg: cfg, log: cfg.Logger, group: mcpclient.NewGroup(errClosed)}
 	for _, sc := range cfg.Servers {
 		secrets = append(secrets, sc.secrets...)
-		h.servers = append(h.servers, &server{h: h, cfg: sc, log: h.log.With("host_tool_server", sc.Name)})
+		s := &server{h: h, cfg: sc, log: h.log.With("host_tool_server", sc.Name)}
+		s.conn = h.group.Conn(mcpclient.ConnConfig{Dial: s.dial, RetryWait: retryWait, Logger: s.log})
+		h.servers = append(h.servers, s)
 	}
 	h.redactor = policy.NewRedactor(secrets)
 	return h
@@ -103,8 +94,8 @@ func (h *Host) Redact(text string) (out string, n int) { return h.redact(text, S
 
 // Tools returns the host tools offered in sc, sorted by name. A server
 // that cannot be reached is left out and named in Errors. It blocks while
-// servers are connected and listed (each at most connectWait) or until
-// ctx ends.
+// servers are connected and listed (each at most mcpclient.ConnectWait)
+// or until ctx ends.
 func (h *Host) Tools(ctx context.Context, sc Scope) wire.HostTools {
 	var out wire.HostTools
 	for _, e := range h.offered(ctx, sc, &out.Errors) {
@@ -130,7 +121,7 @@ func (h *Host) offered(ctx context.Context, sc Scope, errs *[]string) []entry {
 		if !s.cfg.allows(sc) {
 			continue
 		}
-		tools, err := s.list(ctx)
+		tools, err := s.conn.Tools(ctx)
 		if err != nil {
 			if errs != nil {
 				*errs = append(*errs, h.redactor.Redact(fmt.Sprintf("%s: %v", s.cfg.Name, err)))
@@ -155,11 +146,7 @@ func (h *Host) offered(ctx context.Context, sc Scope, errs *[]string) []entry {
 
 // toolDef is t as the agent offers it, named name.
 func toolDef(name string, t *mcp.Tool) wire.HostTool {
-	schema, err := json.Marshal(t.InputSchema)
-	if err != nil || string(schema) == "null" {
-		schema = json.RawMessage(`{"type":"object"}`)
-	}
-	return wire.HostTool{Name: name, Description: t.Description, InputSchema: schema}
+	return wire.HostTool{Name: name, Description: t.Description, InputSchema: mcpclient.Schema(t)}
 }
 
 // Call runs the host tool call.Name for sc and returns its result,
@@ -209,81 +196,32 @@ func (h *Host) redact(text string, sc Scope) (string, int) {
 // then it is signalled) and waits for them. Later calls fail. It is
 // idempotent.
 func (h *Host) Close() error {
-	h.mu.Lock()
-	h.closed = true
-	h.mu.Unlock()
-	for _, s := range h.servers {
-		s.drop(nil)
-	}
-	h.wg.Wait()
+	h.group.Close()
 	return nil
 }
 
 // errClosed is the error of a list or call after Close.
 var errClosed = errors.New("the bridge is shutting down")
 
-// server is one configured MCP server and its live session, if any.
+// server is one configured MCP server and its session.
 type server struct {
-	h   *Host
-	cfg ServerConfig
-	log *slog.Logger
+	h    *Host
+	cfg  ServerConfig
+	log  *slog.Logger
+	conn *mcpclient.Conn
 
 	mu     sync.Mutex
-	sess   *mcp.ClientSession
-	ended  chan struct{} // closed when sess has ended (watch)
-	stderr *tail         // the command's last words
-	tools  []*mcp.Tool
-	listed time.Time
-	stale  atomic.Bool // tools/list_changed came: list again
-	failed time.Time   // when the last connect failed
-	err    error       // and why
+	stderr *tail // the last started command's last words
 
 	pmu      sync.Mutex              // progress only: the SDK's handlers take it
 	progress map[string]func(string) // by progress token (the call id)
 }
 
-// session returns the live session, connecting first when there is none.
-func (s *server) session(ctx context.Context) (*mcp.ClientSession, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.sess != nil {
-		return s.sess, nil
-	}
-	s.h.mu.Lock()
-	closed := s.h.closed
-	if !closed {
-		s.h.wg.Add(1) // for watch
-	}
-	s.h.mu.Unlock()
-	if closed {
-		return nil, errClosed
-	}
-	if since := time.Since(s.failed); s.err != nil && since < retryWait {
-		s.h.wg.Done()
-		return nil, fmt.Errorf("%w (tried %s ago; again after %s)", s.err, since.Round(time.Second), retryWait)
-	}
-	sess, stderr, err := s.connect(ctx)
-	if err != nil {
-		s.h.wg.Done()
-		if ctx.Err() == nil { // not the caller giving up
-			s.failed, s.err = time.Now(), err
-		}
-		return nil, err
-	}
-	s.err = nil
-	s.sess, s.stderr, s.tools, s.ended = sess, stderr, nil, make(chan struct{})
-	go s.watch(sess, s.ended)
-	s.log.Info("host tool server connected")
-	return sess, nil
-}
-
-// connect starts or reaches the server and initializes a session.
-func (s *server) connect(ctx context.Context) (*mcp.ClientSession, *tail, error) {
-	cctx, cancel := context.WithTimeout(ctx, connectWait)
-	defer cancel()
+// dial starts or reaches the server and initializes a session.
+func (s *server) dial(ctx context.Context, listChanged func()) (*mcp.ClientSession, error) {
 	client := mcp.NewClient(&mcp.Implementation{Name: "boxwire-bridge", Version: s.h.cfg.Software}, &mcp.ClientOptions{
 		Capabilities:                &mcp.ClientCapabilities{},
-		ToolListChangedHandler:      func(context.Context, *mcp.ToolListChangedRequest) { s.forgetList() },
+		ToolListChangedHandler:      func(context.Context, *mcp.ToolListChangedRequest) { listChanged() },
 		ProgressNotificationHandler: s.onProgress,
 	})
 	var (
@@ -296,7 +234,7 @@ func (s *server) connect(ctx context.Context) (*mcp.ClientSession, *tail, error)
 		cmd.Env = s.env()
 		stderr = &tail{}
 		cmd.Stderr = stderr
-		transport = &mcp.CommandTransport{Command: cmd, TerminateDuration: terminateWait}
+		transport = &mcp.CommandTransport{Command: cmd, TerminateDuration: mcpclient.TerminateWait}
 	} else {
 		transport = &mcp.StreamableClientTransport{
 			Endpoint:   s.cfg.URL,
@@ -304,11 +242,14 @@ func (s *server) connect(ctx context.Context) (*mcp.ClientSession, *tail, error)
 			MaxRetries: 1,
 		}
 	}
-	sess, err := client.Connect(cctx, transport, nil)
+	sess, err := client.Connect(ctx, transport, nil)
 	if err != nil {
-		return nil, nil, fmt.Errorf("connect: %w%s", err, stderr.words())
+		return nil, fmt.Errorf("connect: %w%s", err, stderr.words())
 	}
-	return sess, stderr, nil
+	s.mu.Lock()
+	s.stderr = stderr
+	s.mu.Unlock()
+	return sess, nil
 }
 
 // env is a command's environment: a few of the bridge's variables, then
@@ -325,67 +266,6 @@ func (s *server) env() []string {
 	}
 	return env
 }
-
-// watch waits for sess to end (the process exited, the server hung up)
-// and forgets it, so that the next use connects again.
-func (s *server) watch(sess *mcp.ClientSession, ended chan struct{}) {
-	defer s.h.wg.Done()
-	err := sess.Wait()
-	_ = sess.Close() // releases what the session still holds (its listen)
-	close(ended)
-	s.mu.Lock()
-	if s.sess == sess {
-		s.sess, s.tools = nil, nil
-	}
-	s.mu.Unlock()
-	s.log.Info("host tool server session ended", "err", err)
-}
-
-// drop closes the session if it is sess (any when sess is nil).
-func (s *server) drop(sess *mcp.ClientSession) {
-	s.mu.Lock()
-	cur := s.sess
-	if cur == nil || (sess != nil && cur != sess) {
-		s.mu.Unlock()
-		return
-	}
-	s.sess, s.tools = nil, nil
-	s.mu.Unlock()
-	_ = cur.Close()
-}
-
-// list returns the server's tools, asking it when the list is stale.
-func (s *server) list(ctx context.Context) ([]*mcp.Tool, error) {
-	sess, err := s.session(ctx)
-	if err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	if s.sess == sess && s.tools != nil && time.Since(s.listed) < listFresh && !s.stale.Swap(false) {
-		tools := s.tools
-		s.mu.Unlock()
-		return tools, nil
-	}
-	s.mu.Unlock()
-	lctx, cancel := context.WithTimeout(ctx, connectWait)
-	defer cancel()
-	var tools []*mcp.Tool
-	for t, err := range sess.Tools(lctx, nil) {
-		if err != nil {
-			return nil, fmt.Errorf("list tools: %w", err)
-		}
-		tools = append(tools, t)
-	}
-	s.mu.Lock()
-	if s.sess == sess {
-		s.tools, s.listed = tools, time.Now()
-	}
-	s.mu.Unlock()
-	return tools, nil
-}
-
-// forgetList marks the cached tool list stale (tools/list_changed).
-func (s *server) forgetList() { s.stale.Store(true) }
 
 // onProgress hands a progress notification to its call.
 func (s *server) onProgress(_ context.Context, req *mcp.ProgressNotificationClientRequest) {

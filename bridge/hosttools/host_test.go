@@ -13,34 +13,16 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/boxwire/boxwire/bridge/hosttools"
 	"github.com/boxwire/boxwire/bridge/testutil"
 	"github.com/boxwire/boxwire/bridge/wire"
+	"github.com/boxwire/boxwire/internal/mcpclient/mcptest"
 )
 
 // mcptool is the test MCP server (e2e/cmd/mcptool), built once.
 var mcptool string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "hosttools")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	mcptool = filepath.Join(dir, "mcptool")
-	build := exec.Command("go", "build", "-o", mcptool, "github.com/boxwire/boxwire/e2e/cmd/mcptool")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build mcptool:", err)
-		os.Exit(1)
-	}
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
-		os.RemoveAll(dir)
-		os.Exit(code)
-	}))
-}
+func TestMain(m *testing.M) { mcptest.Main(m, &mcptool) }
 
 const canary = "canary-3f9a1c7d5e2b"
 

@@ -10,8 +10,9 @@ const module = "github.com/boxwire/boxwire/"
 
 // TestOnlyWireIsShared holds the module to its import rules
 // (docs/architecture.md): the agent, the bridge and the client share only
-// this package, wire imports nothing of ours, and the bridge's lower
-// layers never import the server above them.
+// this package and the module's top-level internal packages (which import
+// nothing of ours but wire and each other), wire imports nothing of ours,
+// and the bridge's lower layers never import the server above them.
 func TestOnlyWireIsShared(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, module+"...").CombinedOutput()
 	if err != nil {
@@ -43,9 +44,11 @@ func TestOnlyWireIsShared(t *testing.T) {
 			switch {
 			case rel == "bridge/wire":
 				t.Errorf("%s imports %s: wire imports only the standard library", rel, irel)
+			case component(pkg) == "internal" && component(imp) != "internal" && irel != "bridge/wire":
+				t.Errorf("%s imports %s: a shared internal package imports only wire and internal", rel, irel)
 			case (component(pkg) == "agent" || component(pkg) == "client") &&
-				component(imp) != component(pkg) && irel != "bridge/wire":
-				t.Errorf("%s imports %s: the agent and the client share only bridge/wire", rel, irel)
+				component(imp) != component(pkg) && irel != "bridge/wire" && component(imp) != "internal":
+				t.Errorf("%s imports %s: the agent and the client share only bridge/wire and internal/", rel, irel)
 			case lower[strings.Split(strings.TrimPrefix(rel, "bridge/"), "/")[0]] &&
 				strings.HasPrefix(irel, "bridge/server"):
 				t.Errorf("%s imports %s: a lower layer never imports the server", rel, irel)
