@@ -67,6 +67,10 @@ type Decision struct {
 	Allowed bool
 	Rule    string
 	Reason  string
+	// Invalid says the request named no target the proxy serves (a
+	// CONNECT not to host:port, a URL that is not absolute http://, a
+	// name that does not normalize): refused before any rule was asked.
+	Invalid bool
 }
 
 // Proxy is an http.Handler serving CONNECT and absolute-URI HTTP requests
@@ -106,7 +110,7 @@ func New(cfg Config) *Proxy {
 // ServeHTTP decides and serves one proxy request.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	t, err := p.target(r)
-	d := Decision{Method: r.Method, Host: r.Host, Port: t.Port}
+	d := Decision{Method: r.Method, Host: r.Host, Port: t.Port, Invalid: err != nil}
 	if err == nil {
 		d.Host = t.Host
 		if v := p.decide(r, t); v.Allowed { // hold.go: allowlist, then Config.Check

@@ -95,16 +95,17 @@ func TestProxy(t *testing.T) {
 		status  int
 		body    string
 		allowed bool
+		invalid bool // refused before a rule was asked (Decision.Invalid)
 	}{
-		{"connect allowed", "CONNECT " + aHost + " HTTP/1.1\r\nHost: " + aHost + "\r\n\r\n", 200, "allowed GET /x", true},
-		{"plain allowed", "GET http://" + aHost + "/p HTTP/1.1\r\nHost: " + aHost + "\r\n\r\n", 200, "allowed GET /p", true},
-		{"connect denied port", fmt.Sprintf("CONNECT 127.0.0.1:%d HTTP/1.1\r\nHost: x\r\n\r\n", dPort), 403, "no egress rule allows", false},
-		{"plain denied", fmt.Sprintf("GET http://127.0.0.1:%d/ HTTP/1.1\r\nHost: x\r\n\r\n", dPort), 403, "no egress rule", false},
-		{"name to loopback", fmt.Sprintf("CONNECT localhost:%d HTTP/1.1\r\nHost: x\r\n\r\n", aPort), 502, "not a public address", true},
-		{"userinfo", fmt.Sprintf("GET http://%s@127.0.0.1:%d/ HTTP/1.1\r\nHost: x\r\n\r\n", aHost, dPort), 403, "user info", false},
-		{"https plain", "GET https://" + aHost + "/ HTTP/1.1\r\nHost: x\r\n\r\n", 403, "absolute http", false},
-		{"origin form", "GET / HTTP/1.1\r\nHost: " + aHost + "\r\n\r\n", 403, "absolute http", false},
-		{"decimal ip", fmt.Sprintf("CONNECT 2130706433:%d HTTP/1.1\r\nHost: x\r\n\r\n", aPort), 403, "numeric", false},
+		{"connect allowed", "CONNECT " + aHost + " HTTP/1.1\r\nHost: " + aHost + "\r\n\r\n", 200, "allowed GET /x", true, false},
+		{"plain allowed", "GET http://" + aHost + "/p HTTP/1.1\r\nHost: " + aHost + "\r\n\r\n", 200, "allowed GET /p", true, false},
+		{"connect denied port", fmt.Sprintf("CONNECT 127.0.0.1:%d HTTP/1.1\r\nHost: x\r\n\r\n", dPort), 403, "no egress rule allows", false, false},
+		{"plain denied", fmt.Sprintf("GET http://127.0.0.1:%d/ HTTP/1.1\r\nHost: x\r\n\r\n", dPort), 403, "no egress rule", false, false},
+		{"name to loopback", fmt.Sprintf("CONNECT localhost:%d HTTP/1.1\r\nHost: x\r\n\r\n", aPort), 502, "not a public address", true, false},
+		{"userinfo", fmt.Sprintf("GET http://%s@127.0.0.1:%d/ HTTP/1.1\r\nHost: x\r\n\r\n", aHost, dPort), 403, "user info", false, true},
+		{"https plain", "GET https://" + aHost + "/ HTTP/1.1\r\nHost: x\r\n\r\n", 403, "absolute http", false, true},
+		{"origin form", "GET / HTTP/1.1\r\nHost: " + aHost + "\r\n\r\n", 403, "absolute http", false, true},
+		{"decimal ip", fmt.Sprintf("CONNECT 2130706433:%d HTTP/1.1\r\nHost: x\r\n\r\n", aPort), 403, "numeric", false, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -132,8 +133,8 @@ func TestProxy(t *testing.T) {
 				t.Fatalf("got %d %q, want %d containing %q", resp.StatusCode, body, tc.status, tc.body)
 			}
 			ds := decisions()
-			if len(ds) != 1 || ds[0].Allowed != tc.allowed {
-				t.Fatalf("decisions %+v, want one with allowed=%v", ds, tc.allowed)
+			if len(ds) != 1 || ds[0].Allowed != tc.allowed || ds[0].Invalid != tc.invalid {
+				t.Fatalf("decisions %+v, want one with allowed=%v invalid=%v", ds, tc.allowed, tc.invalid)
 			}
 		})
 	}

@@ -115,6 +115,9 @@ type Config struct {
 	// after the box's own rules were matched (req.AllowedBy); nil leaves
 	// it to the allowlist.
 	Check func(ctx context.Context, boxID string, req egress.Request) egress.Verdict
+	// EgressDecided, when set, is told every decision of every sandbox's
+	// egress proxy (GET /metrics); it must not block.
+	EgressDecided func(egress.Decision)
 	// Adopt takes back thread rec of box b, adopted by Reconcile: it greets
 	// the agent (Greet), makes the member and attaches it (Attach). An
 	// error gives the sandbox up.
@@ -219,7 +222,7 @@ func New(cfg Config) (*Fleet, error) {
 	f.px = boxproxy.New(boxproxy.Config{LLM: cfg.LLM, Token: cfg.Token, UsageEvents: cfg.UsageEvents,
 		LLMAdmit: cfg.LLMAdmit, LLMUsage: cfg.LLMUsage, Egress: cfg.Egress, EgressThreadMax: cfg.EgressThreadMax,
 		Policy: cfg.Policy, EgressRoots: cfg.EgressRoots, DataDir: cfg.DataDir, Check: cfg.Check,
-		Publish: f.publish, Rules: f.rules.of})
+		Decided: cfg.EgressDecided, Publish: f.publish, Rules: f.rules.of})
 	f.greeter = greet.New(greet.Config{Software: cfg.Software, Engine: cfg.Manager, Posture: cfg.Posture,
 		Token: f.px.SandboxToken, Logger: log})
 	f.roll, f.allowed = pace.New(cfg.Rollout), slices.Clone(cfg.Images)

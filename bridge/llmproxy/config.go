@@ -57,6 +57,11 @@ type Config struct {
 	// OnRefused, when set, is called when a budget or the model allowlist
 	// refuses a call, with the reason. It must not block.
 	OnRefused func(Refusal)
+	// OnCall, when set, is called once for every chat completion the
+	// proxy answered with this sandbox's token, after its answer ended
+	// (GET /v1/models is not a call): how it went, how long it took and
+	// the tokens the upstream reported (GET /metrics). It must not block.
+	OnCall func(Call)
 	// Admit, when set, is asked before each chat completion is forwarded
 	// (after the proxy's own budgets); an error refuses the call with 429
 	// and the error's text, like a spent budget. It must not block long.
@@ -76,6 +81,41 @@ type UsageReport struct {
 	Call, Total Usage
 	Requests    int
 	TokenBudget int
+}
+
+// Outcomes of a model call (Call.Outcome).
+const (
+	// OutcomeOK: the upstream answered 2xx and the answer reached the
+	// caller whole.
+	OutcomeOK = "ok"
+	// OutcomeRefused: the proxy answered itself: a bad request, a model
+	// outside the allowlist, a spent budget or Config.Admit.
+	OutcomeRefused = "refused"
+	// OutcomeError: the upstream answered an error status.
+	OutcomeError = "error"
+	// OutcomeUnreachable: the upstream could not be reached or did not
+	// answer in time.
+	OutcomeUnreachable = "unreachable"
+	// OutcomeCut: the answer broke off midway.
+	OutcomeCut = "cut"
+	// OutcomeCanceled: the caller went away before the answer ended.
+	OutcomeCanceled = "canceled"
+)
+
+// Call is one chat completion as Config.OnCall is told of it.
+type Call struct {
+	// Model is the model the request named; Stream whether it streamed.
+	Model  string
+	Stream bool
+	// Outcome says how it went: one of the Outcome constants.
+	Outcome string
+	// Duration is from the request's arrival to the end of its answer.
+	Duration time.Duration
+	// Usage is what the upstream reported of the call's tokens (in the
+	// last chunk of a streamed answer); HasUsage is false when it
+	// reported none.
+	Usage    Usage
+	HasUsage bool
 }
 
 // Refusal is passed to Config.OnRefused. Budget says a budget (not the

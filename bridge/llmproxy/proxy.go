@@ -54,6 +54,7 @@ type Proxy struct {
 	meter     *meter
 	onUsage   func(UsageReport)
 	onRefused func(Refusal)
+	onCall    func(Call)
 	admitHook func() error
 
 	redactModel func(string) (string, int) // Config.RedactForModel (redact.go)
@@ -78,7 +79,7 @@ func New(cfg Config) (*Proxy, error) {
 		base: base, key: cfg.APIKey, token: cfg.Token, accept: cfg.Accept, redactModel: cfg.RedactForModel, models: cfg.Models,
 		client: cfg.HTTPClient, log: cfg.Logger,
 		meter:   &meter{rpm: cfg.RequestsPerMinute, budget: cfg.TokenBudget, now: time.Now},
-		onUsage: cfg.OnUsage, onRefused: cfg.OnRefused, admitHook: cfg.Admit,
+		onUsage: cfg.OnUsage, onRefused: cfg.OnRefused, onCall: cfg.OnCall, admitHook: cfg.Admit,
 	}
 	if p.client == nil {
 		p.client = NewHTTPClient()
@@ -103,6 +104,7 @@ func NewHTTPClient() *http.Client {
 
 // ServeHTTP forwards one request; see the package documentation.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
 	if !p.authorized(r) {
 		p.log.Warn("llm call without this sandbox's token", "path", r.URL.Path)
 		writeError(w, http.StatusUnauthorized, "invalid_request_error", "missing or wrong sandbox token")
@@ -117,26 +119,37 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "invalid_request_error", r.Method+" "+r.URL.Path+" is not supported")
 		return
 	}
-	var (
-		body []byte
-		chat chatRequest
-	)
-	if r.Method == http.MethodPost {
-		var ok bool
-		if body, chat, ok = p.admit(w, r); !ok {
-			return
+	if r.Method != http.MethodPost {
+		p.forward(w, r, nil) // GET /v1/models: no model call
+		return
+	}
+	body, chat, ok := p.admit(w, r)
+	call := Call{Model: chat.Model, Stream: chat.Stream, Outcome: OutcomeRefused}
+	if ok {
+		var scan *usageScanner
+		if call.Outcome, scan = p.forward(w, r, body); scan != nil {
+			call.Usage, call.HasUsage = p.recordUsage(chat.Model, scan)
 		}
 	}
+	call.Duration = time.Since(start)
+	if p.onCall != nil {
+		p.onCall(call)
+	}
+}
+
+// forward sends r, with body, upstream and streams the answer back. It
+// returns how the call went (an Outcome) and, for an answer of a 2xx
+// status, the scanner that watched it for usage.
+func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, body []byte) (string, *usageScanner) {
 	out, err := p.outgoing(r, body)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "proxy_error", p.redact(err.Error()))
-		return
+		return OutcomeError, nil
 	}
 	start := time.Now()
 	resp, err := p.client.Do(out)
 	if err != nil {
-		p.upstreamFailed(w, r, err)
-		return
+		return p.upstreamFailed(w, r, err), nil
 	}
 	defer resp.Body.Close()
 	p.log.Debug("llm upstream answered", "path", r.URL.Path, "status", resp.StatusCode,
@@ -144,17 +157,19 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	copyHeaders(w.Header(), resp.Header)
 	w.WriteHeader(resp.StatusCode)
 	scan := &usageScanner{sse: strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")}
-	if err := stream(w, io.TeeReader(resp.Body, scan)); err != nil && r.Context().Err() == nil {
-		p.log.Warn("llm stream cut", "path", r.URL.Path, "err", p.redact(err.Error()))
-	}
-	if r.Method != http.MethodPost {
-		return
+	outcome := OutcomeOK
+	if err := stream(w, io.TeeReader(resp.Body, scan)); err != nil {
+		outcome = OutcomeCanceled
+		if r.Context().Err() == nil {
+			outcome = OutcomeCut
+			p.log.Warn("llm stream cut", "path", r.URL.Path, "err", p.redact(err.Error()))
+		}
 	}
 	if resp.StatusCode >= 300 {
-		p.log.Warn("llm upstream refused", "status", resp.StatusCode, "model", chat.Model)
-		return
+		p.log.Warn("llm upstream refused", "path", r.URL.Path, "status", resp.StatusCode)
+		return OutcomeError, nil
 	}
-	p.recordUsage(chat.Model, scan)
+	return outcome, scan
 }
 
 // admit reads a chat completion request and applies the allowlist and the
@@ -192,8 +207,9 @@ func (p *Proxy) admit(w http.ResponseWriter, r *http.Request) ([]byte, chatReque
 	return data, chat, true
 }
 
-// recordUsage counts a finished call and reports it.
-func (p *Proxy) recordUsage(model string, scan *usageScanner) {
+// recordUsage counts a finished call and reports it; it returns the
+// call's usage and whether the upstream reported one.
+func (p *Proxy) recordUsage(model string, scan *usageScanner) (Usage, bool) {
 	u, err := scan.result()
 	if err != nil {
 		p.log.Debug("llm usage unknown", "model", model, "err", err)
@@ -204,6 +220,7 @@ func (p *Proxy) recordUsage(model string, scan *usageScanner) {
 	if p.onUsage != nil {
 		p.onUsage(rep)
 	}
+	return u, err == nil
 }
 
 // outgoing builds the upstream request: the path under /v1 joined onto the
@@ -233,17 +250,18 @@ func (p *Proxy) outgoing(r *http.Request, data []byte) (*http.Request, error) {
 	return out, nil
 }
 
-// upstreamFailed answers a request whose upstream could not be reached.
-func (p *Proxy) upstreamFailed(w http.ResponseWriter, r *http.Request, err error) {
+// upstreamFailed answers a request whose upstream could not be reached,
+// and returns the call's Outcome.
+func (p *Proxy) upstreamFailed(w http.ResponseWriter, r *http.Request, err error) string {
 	if r.Context().Err() != nil {
 		p.log.Debug("llm request abandoned by caller", "path", r.URL.Path)
-		return
+		return OutcomeCanceled
 	}
 	var maxErr *http.MaxBytesError
 	if errors.As(err, &maxErr) {
 		writeError(w, http.StatusRequestEntityTooLarge, "invalid_request_error",
 			fmt.Sprintf("request body over %d bytes", maxErr.Limit))
-		return
+		return OutcomeRefused
 	}
 	msg := p.redact(err.Error())
 	status, text := http.StatusBadGateway, "llm upstream unreachable: "+msg
@@ -253,6 +271,7 @@ func (p *Proxy) upstreamFailed(w http.ResponseWriter, r *http.Request, err error
 	}
 	p.log.Warn("llm upstream failed", "path", r.URL.Path, "status", status, "err", msg)
 	writeError(w, status, "upstream_error", text)
+	return OutcomeUnreachable
 }
 
 // redact removes the key from s, in case an error ever echoes it.

@@ -49,6 +49,9 @@ type Config struct {
 	// Check decides an egress request after the box's own rules were
 	// matched; nil leaves it to the allowlist.
 	Check func(ctx context.Context, box string, req egress.Request) egress.Verdict
+	// Decided, when set, is told each egress decision besides the event
+	// published to the box's members; it must not block.
+	Decided func(egress.Decision)
 	// Publish adds env, an event of box's proxies, to the logs of the
 	// box's members; it must not block on clients. Required.
 	Publish func(box string, env wire.Envelope)
@@ -247,6 +250,9 @@ func (p *Proxies) ServeEgress(dirs boxdir.Dirs, log *slog.Logger) (*egress.Liste
 	id := dirs.ID()
 	ecfg := egress.Config{Rules: rules, Logger: log.With("component", "egress"),
 		OnDecision: func(d egress.Decision) {
+			if p.cfg.Decided != nil {
+				p.cfg.Decided(d)
+			}
 			p.cfg.Publish(id, wire.MustNew(wire.TypeEgress, "", "", wire.EgressDecision{
 				Method: d.Method, Host: d.Host, Port: d.Port, Allowed: d.Allowed, Rule: d.Rule, Reason: d.Reason,
 			}))
