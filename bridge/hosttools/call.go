@@ -14,26 +14,17 @@ import (
 )
 
 // call runs the server's tool with args under the server's timeout; id is
-// the call's progress token. A failure is the result's Error.
+// the call's id (in its progress token). say gets the server's progress
+// messages until call returns, never after. A failure is the result's
+// Error.
 func (s *server) call(ctx context.Context, tool string, args map[string]any, id string, say func(string)) wire.HostResult {
 	sess, ended, err := s.conn.Session(ctx)
 	if err != nil {
 		return wire.HostResult{Error: fmt.Sprintf("host tool server %s is unavailable: %v", s.cfg.Name, err)}
 	}
 	params := &mcp.CallToolParams{Name: tool, Arguments: args}
-	if say != nil && id != "" {
-		params.SetProgressToken(id)
-		s.pmu.Lock()
-		if s.progress == nil {
-			s.progress = map[string]func(string){}
-		}
-		s.progress[id] = say
-		s.pmu.Unlock()
-		defer func() {
-			s.pmu.Lock()
-			delete(s.progress, id)
-			s.pmu.Unlock()
-		}()
+	if say != nil {
+		defer s.relayProgress(params, id, say)()
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
 	defer cancel()
@@ -55,6 +46,52 @@ func (s *server) call(ctx context.Context, tool string, args map[string]any, id 
 			s.cfg.Name, err, s.stderrWords())}
 	}
 	return wire.HostResult{Error: fmt.Sprintf("host tool %s: %v", tool, err)}
+}
+
+// relayProgress has the server's progress messages of the call params
+// hand to say, under a token of the call's own (call ids of different
+// threads may be alike), and returns what ends that: a message being
+// handed on then, which the SDK may deliver after the call's result
+// (notifications are handled apart from responses), is waited for, and
+// any later one dropped, so that no progress follows the result.
+func (s *server) relayProgress(params *mcp.CallToolParams, id string, say func(string)) (end func()) {
+	tok := fmt.Sprintf("%s#%d", id, s.calls.Add(1))
+	params.SetProgressToken(tok)
+	r := &progressRelay{say: say}
+	s.pmu.Lock()
+	if s.progress == nil {
+		s.progress = map[string]*progressRelay{}
+	}
+	s.progress[tok] = r
+	s.pmu.Unlock()
+	return func() {
+		s.pmu.Lock()
+		delete(s.progress, tok)
+		s.pmu.Unlock()
+		r.end()
+	}
+}
+
+// progressRelay hands one call's progress messages on until it ends.
+type progressRelay struct {
+	mu  sync.Mutex
+	say func(string) // nil once the call ended
+}
+
+// send hands msg on, unless the call ended.
+func (r *progressRelay) send(msg string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.say != nil {
+		r.say(msg)
+	}
+}
+
+// end waits for a message being handed on and drops every later one.
+func (r *progressRelay) end() {
+	r.mu.Lock()
+	r.say = nil
+	r.mu.Unlock()
 }
 
 // endWait bounds waiting for a server that failed a call to be seen

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -151,7 +152,8 @@ func toolDef(name string, t *mcp.Tool) wire.HostTool {
 
 // Call runs the host tool call.Name for sc and returns its result,
 // redacted. progress, when not nil, gets the server's progress messages
-// (redacted), from one goroutine at a time. It blocks until the tool is
+// (redacted), from one goroutine at a time, and none after Call returned
+// (a later one is dropped). It blocks until the tool is
 // done, its timeout passes, or ctx ends — then the call is cancelled on
 // the server.
 func (h *Host) Call(ctx context.Context, sc Scope, call wire.HostCall, progress func(string)) wire.HostResult {
@@ -213,8 +215,9 @@ type server struct {
 	mu     sync.Mutex
 	stderr *tail // the last started command's last words
 
-	pmu      sync.Mutex              // progress only: the SDK's handlers take it
-	progress map[string]func(string) // by progress token (the call id)
+	calls    atomic.Uint64             // numbers the calls' progress tokens
+	pmu      sync.Mutex                // progress only: the SDK's handlers take it
+	progress map[string]*progressRelay // by progress token (call.go)
 }
 
 // dial starts or reaches the server and initializes a session.
@@ -271,10 +274,10 @@ func (s *server) env() []string {
 func (s *server) onProgress(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 	tok, _ := req.Params.ProgressToken.(string)
 	s.pmu.Lock()
-	say := s.progress[tok]
+	r := s.progress[tok]
 	s.pmu.Unlock()
-	if say != nil && req.Params.Message != "" {
-		say(req.Params.Message)
+	if r != nil && req.Params.Message != "" {
+		r.send(req.Params.Message)
 	}
 }
 
