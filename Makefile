@@ -14,7 +14,7 @@ IMAGE_LABELS := --label org.opencontainers.image.version=$(VERSION) --label io.b
 
 export BOXWIRE_IMAGE := $(IMAGE)
 
-.PHONY: all build agent image engine test unit e2e security lint demo bench stress clean sdk-typescript sdk-python web kube test-k8s k8s-up k8s-down
+.PHONY: all build agent image engine test unit e2e security lint demo bench bench-compare stress clean sdk-typescript sdk-python web kube test-k8s k8s-up k8s-down bridge-image bench-k8s
 
 all: build
 
@@ -79,6 +79,22 @@ k8s-up: image
 k8s-down:
 	@bash e2e/kube/cluster/down.sh
 
+## bridge-image: the bridge's own image for running it in a cluster
+## (bridge/sandbox/kube/deploy: Dockerfile, bridge.yaml; docs/kubernetes.md)
+BRIDGE_IMAGE ?= boxwire-bridge:latest
+bridge-image: engine
+	@ctx=$$(mktemp -d) && trap 'rm -rf "$$ctx"' EXIT && \
+	  CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o "$$ctx/bridge" ./bridge && \
+	  base=$$(bash image/base-image.sh) && echo "bridge-image: $(BRIDGE_IMAGE) (certificates from $$base)" && \
+	  docker build -q --build-arg BASE=$$base -t $(BRIDGE_IMAGE) -f bridge/sandbox/kube/deploy/Dockerfile "$$ctx" >/dev/null
+
+## bench-k8s: the pod-backed new-thread figures (cold and from the warm
+## pool, beside a bare pod) on the test cluster (started and stopped as
+## make kube does, or BOXWIRE_KUBECONFIG's)
+bench-k8s: image
+	BOXWIRE_K8S_TESTS=1 BOXWIRE_BENCH=1 $(GO) test -count=1 -timeout $(E2E_TIMEOUT) -v -run '^TestKubeBench' ./e2e/kube/ 2>&1 | \
+	  grep -E 'BENCH|FAIL|^ok|e2e/kube' ; exit $${PIPESTATUS[0]}
+
 ## stress: the unit suite RUNS times (default 10), every other run under CPU load, to find flaky tests
 stress: engine
 	@bash .ci/stress
@@ -116,13 +132,23 @@ demo: image build
 	@bash e2e/demo.sh
 
 ## bench: speed and memory figures side by side with Docker's own paths and a
-## reference PTY bridge (REFBENCH, built into build/, not part of boxwire) (BENCHMARKS.md)
+## reference PTY bridge (REFBENCH, built into build/, not part of boxwire)
+## (BENCHMARKS.md); the table, and the results as JSON in BENCH_JSON
+## (default build/bench-DATE-TIME.json; the path is printed)
 REFBENCH ?= ../shared/bench
+BENCH_JSON ?= build/bench-$(shell date -u +%Y%m%d-%H%M%S).json
 bench: image build
 	cd $(REFBENCH) && GOFLAGS=-mod=mod $(GO) build -o $(CURDIR)/build/ ./ptyws
-	BOXWIRE_E2E=1 BOXWIRE_BENCH=1 BOXWIRE_REF_PTYWS=$(CURDIR)/build/ptyws \
-	  $(GO) test -v -count=1 -timeout 40m -run '^TestBenchmarks$$' ./e2e/ 2>&1 | \
+	BOXWIRE_E2E=1 BOXWIRE_BENCH=1 BOXWIRE_REF_PTYWS=$(CURDIR)/build/ptyws BOXWIRE_BENCH_JSON=$(abspath $(BENCH_JSON)) \
+	  $(GO) test -v -count=1 -timeout 60m -run '^TestBenchmarks$$' ./e2e/ 2>&1 | \
 	  grep -vE '^(=== |--- |PASS|ok )' ; exit $${PIPESTATUS[0]}
+
+## bench-compare: each figure's change from OLD to NEW, runs of make bench
+## (JSON; several a side: OLD='build/bench-a.json build/bench-b.json'),
+## with the spread of its samples and whether the change is beyond it
+bench-compare:
+	@test -n "$(OLD)" -a -n "$(NEW)" || { echo "usage: make bench-compare OLD=build/bench-A.json NEW=build/bench-B.json" >&2; exit 2; }
+	@$(GO) run ./e2e/cmd/benchcmp -old '$(OLD)' -new '$(NEW)'
 
 clean:
 	rm -rf build

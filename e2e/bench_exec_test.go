@@ -86,7 +86,7 @@ func benchExecute(t *testing.T, e *env, r *report) {
 	}
 	ours, docker := interleave(t, rounds, viaBoxwire, viaDocker)
 	ratio := medianMS(ours) / medianMS(docker)
-	r.add(figure{name: "execute_true", value: medianMS(ours), unit: "ms", ratio: ratio,
+	r.add(figure{name: "execute_true", value: medianMS(ours), unit: "ms", ratio: ratio, samples: msOf(ours),
 		target: "≤ 1/15 of docker exec", met: met(ratio <= 1.0/15),
 		note: fmt.Sprintf("execute true via client→bridge→agent %.2f ms vs docker exec (Engine API) %.2f ms, medians of %d", medianMS(ours), medianMS(docker), rounds)})
 	benchExecuteBreakdown(t, ctx, e, s.conn, viaBoxwire, r)
@@ -132,15 +132,7 @@ func benchExecuteBreakdown(t *testing.T, ctx context.Context, e *env, via *chat.
 			return d
 		}
 	}
-	ping := func(c *chat.Conn) func() time.Duration {
-		return func() time.Duration {
-			d, err := c.Ping(ctx)
-			if err != nil {
-				t.Fatalf("ping: %v", err)
-			}
-			return d
-		}
-	}
+	ping := func(c *chat.Conn) func() time.Duration { return timedPing(t, ctx, c) }
 	// paced leaves the agent time to start its spare shells again
 	// (untimed), as the docker exec between two of ours does in
 	// benchExecute: back to back, the second command finds none.
@@ -164,7 +156,7 @@ func benchExecuteBreakdown(t *testing.T, ctx context.Context, e *env, via *chat.
 		m[i] = medianMS(got[i])
 	}
 	pingDirect, pingVia, lsDirect, execDirect, execVia := m[0], m[1], m[2], m[3], m[4]
-	r.add(figure{name: "execute_breakdown", value: execVia, unit: "ms",
+	r.add(figure{name: "execute_breakdown", value: execVia, unit: "ms", samples: msOf(got[4]),
 		note: fmt.Sprintf("execute true %.2f ms = client+hop+agent I/O (ping to the agent) %.2f + bridge relay hop %.2f + bridge event path (store, numbering, 2 events) %.2f + agent tool dispatch (ls − ping) %.2f + shell (execute − ls, straight to the agent) %.2f; medians of %d, interleaved",
 			execVia, pingDirect, pingVia-pingDirect, (execVia-execDirect)-(pingVia-pingDirect), lsDirect-pingDirect, execDirect-lsDirect, rounds)})
 }
@@ -186,70 +178,6 @@ func dockerExecAPI(t *testing.T, ctx context.Context, cli *client.Client, id str
 	if err != nil || insp.ExitCode != 0 {
 		t.Fatalf("exec inspect: %+v, %v", insp, err)
 	}
-}
-
-// benchConcurrent: 100 sessions, each its own thread and sandbox, all
-// running a small command at once.
-func benchConcurrent(t *testing.T, e *env, r *report) {
-	const sessions = 100
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	conns := make([]*chat.Conn, sessions)
-	dialErrs := make([]error, sessions)
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 8) // sandboxes start 8 at a time
-	for i := range conns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			conns[i], dialErrs[i] = chat.Dial(ctx, chat.Config{URL: e.bridge.url, Token: e.token})
-		}()
-	}
-	wg.Wait()
-	for i, err := range dialErrs {
-		if err != nil {
-			t.Fatalf("session %d: %v", i, err)
-		}
-		defer conns[i].Close()
-	}
-	lat := make([]time.Duration, sessions)
-	errs := make([]error, sessions)
-	start := make(chan struct{})
-	for i, c := range conns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			t0 := time.Now()
-			res, err := runTool(ctx, c, "c", "execute", map[string]any{"command": "echo $((6*7))"})
-			lat[i] = time.Since(t0)
-			if err == nil && (res.ExitCode == nil || *res.ExitCode != 0 || res.Output != "42\n") {
-				err = fmt.Errorf("result %+v", res)
-			}
-			errs[i] = err
-		}()
-	}
-	close(start)
-	wg.Wait()
-	ok := 0
-	for i, err := range errs {
-		if err != nil {
-			t.Errorf("session %d: %v", i, err)
-			continue
-		}
-		ok++
-	}
-	threads := make([]string, len(conns))
-	for i, c := range conns {
-		threads[i] = c.Thread()
-	}
-	deleteThreads(t, ctx, e, threads)
-	r.add(figure{name: "concurrent_ok", value: float64(ok), unit: "of100", target: "all succeed", met: met(ok == sessions),
-		note: fmt.Sprintf("%d sessions (own thread and sandbox each) ran `echo $((6*7))` at once", sessions)})
-	r.add(figure{name: "concurrent_p50", value: medianMS(lat), unit: "ms", note: "latency of those commands, median"})
-	r.add(figure{name: "concurrent_p99", value: percentileMS(lat, 99), unit: "ms", note: "latency of those commands, 99th percentile"})
 }
 
 // benchGrep: the grep tool versus ripgrep over a generated 50k-file tree in
@@ -293,7 +221,7 @@ find /workspace/tree -type f | wc -l`
 	rg()
 	ours, theirs := interleave(t, rounds, tool, rg)
 	ratio := medianMS(ours) / medianMS(theirs)
-	r.add(figure{name: "grep_50k", value: medianMS(ours), unit: "ms", ratio: ratio,
+	r.add(figure{name: "grep_50k", value: medianMS(ours), unit: "ms", ratio: ratio, samples: msOf(ours),
 		target: "≤ 2× ripgrep", met: met(ratio <= 2),
 		note: fmt.Sprintf("grep tool %.0f ms vs `rg -l` via execute %.0f ms on 50k files, medians of %d", medianMS(ours), medianMS(theirs), rounds)})
 }

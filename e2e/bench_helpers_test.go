@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"os"
 	"slices"
@@ -9,6 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/boxwire/boxwire/client/chat"
+	"github.com/boxwire/boxwire/e2e/benchcmp"
 )
 
 // benchEnabled turns the figures of TestBenchmarks on (make bench sets it).
@@ -27,14 +31,29 @@ type figure struct {
 	// unit (e.g. "ref=50.000 MiB/s"), after after the ratio (e.g.
 	// "worst_round=0.800").
 	extra, after string
+	// samples are the figure's rounds in unit, for the JSON results and
+	// bench-compare's spread (nil: a single reading).
+	samples []float64
+	// better overrides the direction of improvement benchcmp.BetterFor
+	// gives the unit; "none" for a figure only reported.
+	better benchcmp.Better
+	load   float64 // the 1-minute load average when it was added
 }
 
 // report collects figures and prints them at the end.
 type report struct {
-	figs []figure
+	started time.Time
+	load    [3]float64 // when the run started
+	figs    []figure
 }
 
-func (r *report) add(f figure) { r.figs = append(r.figs, f) }
+// newReport starts a run's report: its start and the machine's load.
+func newReport() *report { return &report{started: time.Now(), load: loadAvg()} }
+
+func (r *report) add(f figure) {
+	f.load = loadAvg()[0]
+	r.figs = append(r.figs, f)
+}
 
 // print writes the table, then one `bench: NAME=VALUE UNIT [ratio=R]` line
 // per figure.
@@ -50,7 +69,11 @@ func (r *report) print(t *testing.T) {
 		if f.met != nil {
 			verdict = map[bool]string{true: "met", false: "MISSED"}[*f.met]
 		}
-		fmt.Fprintf(&b, "%-26s %10.3f %-4s %-8s %-6s %s — target %s\n", f.name, f.value, f.unit, ratio, verdict, f.note, f.target)
+		target := ""
+		if f.target != "" {
+			target = " — target " + f.target
+		}
+		fmt.Fprintf(&b, "%-26s %10.3f %-4s %-8s %-6s %s%s\n", f.name, f.value, f.unit, ratio, verdict, f.note, target)
 	}
 	b.WriteString("\n")
 	for _, f := range r.figs {
@@ -72,6 +95,7 @@ func (r *report) print(t *testing.T) {
 	// Straight to stdout, so the table reads as one block in `make bench`.
 	fmt.Print(b.String())
 	t.Log("benchmark table printed above")
+	r.writeJSON(t) // bench_json_test.go
 }
 
 func met(ok bool) *bool { return &ok }
@@ -90,6 +114,45 @@ func medianMS(ds []time.Duration) float64 {
 		m = (s[n/2-1] + s[n/2]) / 2
 	}
 	return float64(m) / float64(time.Millisecond)
+}
+
+// msOf is durations in milliseconds, for a figure's samples.
+func msOf(ds []time.Duration) []float64 {
+	out := make([]float64, len(ds))
+	for i, d := range ds {
+		out[i] = float64(d) / float64(time.Millisecond)
+	}
+	return out
+}
+
+// addedMS is, round by round, how many milliseconds a took more than b
+// (interleave's pairs): the samples of a figure that is a difference.
+func addedMS(a, b []time.Duration) []float64 {
+	out := make([]float64, min(len(a), len(b)))
+	for i := range out {
+		out[i] = float64(a[i]-b[i]) / float64(time.Millisecond)
+	}
+	return out
+}
+
+// timedPing times a ping on c (a no-op round trip the agent answers).
+func timedPing(t *testing.T, ctx context.Context, c *chat.Conn) func() time.Duration {
+	return func() time.Duration {
+		d, err := c.Ping(ctx)
+		if err != nil {
+			t.Fatalf("ping: %v", err)
+		}
+		return d
+	}
+}
+
+// perRound is f of each duration: a rate figure's samples.
+func perRound(ds []time.Duration, f func(time.Duration) float64) []float64 {
+	out := make([]float64, len(ds))
+	for i, d := range ds {
+		out[i] = f(d)
+	}
+	return out
 }
 
 // percentileMS is the p-th percentile (0 < p ≤ 100) by nearest rank.

@@ -76,7 +76,7 @@ func benchShellStream(t *testing.T, e *env, r *report) {
 	mibps := func(ms float64) float64 { return float64(size) / (1 << 20) / (ms / 1000) }
 	rate := func(d time.Duration) float64 { return mibps(float64(d) / float64(time.Millisecond)) }
 	ratio := mibps(medianMS(ours)) / mibps(medianMS(local))
-	r.add(figure{name: "shell_stream", value: mibps(medianMS(ours)), unit: "MiB/s", ratio: ratio,
+	r.add(figure{name: "shell_stream", value: mibps(medianMS(ours)), unit: "MiB/s", ratio: ratio, samples: perRound(ours, rate),
 		target: "≥ 0.8× a local PTY, every byte", met: met(ratio >= 0.8),
 		note: fmt.Sprintf("256 MiB through container→bridge→client %.1f MiB/s vs a local PTY %.1f MiB/s, medians of %d, all bytes counted; ours per round %s; frames of %.1f KiB on average",
 			mibps(medianMS(ours)), mibps(medianMS(local)), streamRounds, rates(ours, rate), float64(size)*float64(streamRounds)/float64(max(frames, 1))/1024)})
@@ -87,7 +87,7 @@ func benchShellStream(t *testing.T, e *env, r *report) {
 		}
 	}
 	refRatio := mibps(medianMS(ours)) / mibps(medianMS(refs))
-	r.add(figure{name: "shell_stream_vs_ref", value: mibps(medianMS(ours)), unit: "MiB/s", ratio: refRatio,
+	r.add(figure{name: "shell_stream_vs_ref", value: mibps(medianMS(ours)), unit: "MiB/s", ratio: refRatio, samples: perRound(ours, rate),
 		extra: fmt.Sprintf("ref=%.3f MiB/s", mibps(medianMS(refs))), after: fmt.Sprintf("worst_round=%.3f", worst),
 		target: "≥ 0.8× the reference bridge in every round, every byte", met: met(worst >= 0.8),
 		note: fmt.Sprintf("ours %.1f MiB/s vs the one-hop reference bridge %.1f MiB/s (medians of %d); round by round ours/ref %s, worst %.3f",

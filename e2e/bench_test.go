@@ -25,7 +25,7 @@ func TestBenchmarks(t *testing.T) {
 	if !benchEnabled {
 		t.Skip("set BOXWIRE_BENCH=1 (make bench)")
 	}
-	var r report
+	r := newReport()
 	e := newEnv(t, helloScript)
 	e.startBridge(append([]string{"BOXWIRE_MAX_SANDBOXES=0"}, profileEnv(e)...)...) // the figures open 150 sandboxes
 	figures := []struct {
@@ -34,12 +34,15 @@ func TestBenchmarks(t *testing.T) {
 	}{
 		{"execute", benchExecute},
 		{"relay", benchRelay},
+		{"relaypg", benchRelayPG}, // bench_store_test.go
+		{"append", benchAppend},   // bench_store_test.go
 		{"newthread", benchNewThread},
 		{"warmthread", benchNewThreadWarm},
 		{"grep", benchGrep},
 		{"stream", benchShellStream},
 		{"memory", benchMemory},
-		{"concurrent", benchConcurrent},
+		{"concurrent", benchConcurrent},       // bench_concurrent_test.go
+		{"concurrent300", benchConcurrent300}, // bench_concurrent_test.go
 		{"notyours", benchNotYours},
 		{"rebuild", func(t *testing.T, _ *env, r *report) { benchRebuild(t, r) }},
 		{"updatevisible", benchUpdateVisible}, // bench_rollout_test.go
@@ -49,7 +52,7 @@ func TestBenchmarks(t *testing.T) {
 	only := os.Getenv("BOXWIRE_BENCH_ONLY") // e.g. "execute,relay"
 	for _, f := range figures {
 		if only == "" || slices.Contains(strings.Split(only, ","), f.name) {
-			f.run(t, e, &r)
+			f.run(t, e, r)
 		}
 	}
 	r.print(t)
@@ -73,22 +76,14 @@ func benchRelay(t *testing.T, e *env, r *report) {
 		t.Fatalf("dial the agent directly: %v", err)
 	}
 	defer direct.Close()
-	ping := func(c *chat.Conn) func() time.Duration {
-		return func() time.Duration {
-			d, err := c.Ping(ctx)
-			if err != nil {
-				t.Fatalf("ping: %v", err)
-			}
-			return d
-		}
-	}
+	ping := func(c *chat.Conn) func() time.Duration { return timedPing(t, ctx, c) }
 	for range 100 { // warm up both paths
 		ping(s.conn)()
 		ping(direct)()
 	}
 	via, straight := interleave(t, rounds, ping(s.conn), ping(direct))
 	added := medianMS(via) - medianMS(straight)
-	r.add(figure{name: "relay_added", value: added, unit: "ms", ratio: medianMS(via) / medianMS(straight),
+	r.add(figure{name: "relay_added", value: added, unit: "ms", ratio: medianMS(via) / medianMS(straight), samples: addedMS(via, straight),
 		target: "≤ 0.5 ms added at the median", met: met(added <= 0.5),
 		note: fmt.Sprintf("ping median %.3f ms via bridge vs %.3f ms to the agent, %d rounds", medianMS(via), medianMS(straight), rounds)})
 }
@@ -104,7 +99,7 @@ func benchNewThread(t *testing.T, e *env, r *report) {
 	bare := bareCreate(t, ctx, e)
 	threads, bares := interleave(t, rounds, thread, bare)
 	added := medianMS(threads) - medianMS(bares)
-	r.add(figure{name: "new_thread_added_cold", value: added, unit: "ms", ratio: medianMS(threads) / medianMS(bares),
+	r.add(figure{name: "new_thread_added_cold", value: added, unit: "ms", ratio: medianMS(threads) / medianMS(bares), samples: addedMS(threads, bares),
 		target: "≤ +100 ms cold", met: met(added <= 100),
 		note: fmt.Sprintf("thread ready %.0f ms vs create+start %.0f ms (medians of %d)", medianMS(threads), medianMS(bares), rounds)})
 }
@@ -261,7 +256,7 @@ func benchNewThreadWarm(t *testing.T, _ *env, r *report) {
 		return newThreadReady(t, ctx, e)
 	}
 	warms, bares := interleave(t, rounds, warm, bareCreate(t, ctx, e))
-	r.add(figure{name: "new_thread_warm", value: medianMS(warms), unit: "ms", ratio: medianMS(warms) / medianMS(bares),
+	r.add(figure{name: "new_thread_warm", value: medianMS(warms), unit: "ms", ratio: medianMS(warms) / medianMS(bares), samples: msOf(warms),
 		target: "≤ 50 ms from the warm pool", met: met(medianMS(warms) <= 50),
 		note: fmt.Sprintf("thread ready from the pool %.1f ms (of it the fleet's claim: proxies, hello, token %.1f ms) vs bare create+start %.0f ms (medians of %d)",
 			medianMS(warms), medianMS(loggedDurations(e.bridge.logText(), "thread took a pooled sandbox", "claim")), medianMS(bares), rounds)})

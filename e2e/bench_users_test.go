@@ -42,7 +42,7 @@ func benchNotYours(t *testing.T, e *env, r *report) {
 	}
 	other, missing := interleave(t, rounds, get(theirs.ID), get(ghost))
 	ratio := medianMS(other) / medianMS(missing)
-	r.add(figure{name: "not_yours_vs_missing", value: medianMS(other), unit: "ms", ratio: ratio,
+	r.add(figure{name: "not_yours_vs_missing", value: medianMS(other), unit: "ms", ratio: ratio, samples: msOf(other),
 		target: "0.95–1.05 of a missing thread's time at the median", met: met(ratio >= 0.95 && ratio <= 1.05),
 		note: fmt.Sprintf("GET another user's thread median %.3f ms (p90 %.3f) vs a missing thread %.3f ms (p90 %.3f), %d rounds interleaved",
 			medianMS(other), percentileMS(other, 90), medianMS(missing), percentileMS(missing, 90), rounds)})

@@ -35,21 +35,34 @@ func Enabled() bool { return os.Getenv(EnvVar) == "1" }
 // Server is a running PostgreSQL server; Stop stops it and removes its
 // folder.
 type Server struct {
+	cfg            Config
 	dir, data, bin string
 	port           int
 	as             []string // command prefix running as the server's user
 	n              atomic.Int64
 }
 
+// Config chooses how StartConfig runs a server; the zero value is Start's.
+type Config struct {
+	// Durable keeps fsync on, as a production server has it: a commit
+	// that waits for durability waits for the disk (the benchmarks'
+	// append figure). Off by default: tests need no durability across a
+	// power loss, and run faster without.
+	Durable bool
+}
+
 // Start installs PostgreSQL if needed, makes a cluster in a new temporary
 // folder and starts it on a free loopback port. It takes some seconds
 // (minutes when it installs).
-func Start(ctx context.Context) (*Server, error) {
+func Start(ctx context.Context) (*Server, error) { return StartConfig(ctx, Config{}) }
+
+// StartConfig is Start with cfg.
+func StartConfig(ctx context.Context, cfg Config) (*Server, error) {
 	bin, err := findOrInstall(ctx)
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{bin: bin}
+	s := &Server{cfg: cfg, bin: bin}
 	if s.dir, err = os.MkdirTemp("", "boxwire-pg-"); err != nil {
 		return nil, err
 	}
@@ -93,7 +106,10 @@ func (s *Server) runAsPostgres() error {
 
 // start starts the server and waits until it accepts connections.
 func (s *Server) start(ctx context.Context) error {
-	opts := fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %d -k %s -c fsync=off -c max_connections=200", s.port, s.dir)
+	opts := fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %d -k %s -c max_connections=200", s.port, s.dir)
+	if !s.cfg.Durable {
+		opts += " -c fsync=off"
+	}
 	return s.run(ctx, "pg_ctl", "-D", s.data, "-l", filepath.Join(s.dir, "log"), "-w", "-t", "60", "-o", opts, "start")
 }
 
