@@ -3,8 +3,6 @@ package e2e_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -38,16 +36,7 @@ const failoverTTL = 2 * time.Second
 // went through the new relay). Then another turn runs.
 func TestStorePostgresFailOver(t *testing.T) {
 	_, url := postgres(t)
-	lease := []string{"BOXWIRE_STORE=" + url, "BOXWIRE_LEASE_TTL=" + failoverTTL.String()}
-	envs := make([]*env, 3)
-	for i := range envs {
-		envs[i] = newEnv(t, failoverScript)
-		if i > 0 {
-			envs[i].token = envs[0].token // one credential for every bridge
-		}
-		envs[i].startBridge(lease...)
-		envs[i].cleanAtEnd()
-	}
+	envs := startBridges(t, 3, failoverScript, "BOXWIRE_STORE="+url, "BOXWIRE_LEASE_TTL="+failoverTTL.String())
 	books := []*seqBook{newSeqBook(), newSeqBook(), newSeqBook()}
 	ws := make([]*watcher, 3)
 	ws[0] = envs[0].watch("", 0, books[0]) // made, and relayed, by bridge 0
@@ -148,21 +137,7 @@ const approvalScript = `{"model":"scripted","turns":[
 // and the decision by the other bridge's client.
 func TestStorePostgresApprovalThroughAnotherBridge(t *testing.T) {
 	_, url := postgres(t)
-	pol := filepath.Join(t.TempDir(), "policy.json")
-	if err := os.WriteFile(pol, []byte(`{"rules": [{"tool": "execute", "args": {"command": "*git push*"}, "action": "ask"}],
-  "approval_timeout": "2m"}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	extra := []string{"BOXWIRE_STORE=" + url, "BOXWIRE_POLICY=" + pol}
-	envs := make([]*env, 2)
-	for i := range envs {
-		envs[i] = newEnv(t, approvalScript)
-		if i > 0 {
-			envs[i].token = envs[0].token
-		}
-		envs[i].startBridge(extra...)
-		envs[i].cleanAtEnd()
-	}
+	envs := startBridges(t, 2, approvalScript, "BOXWIRE_STORE="+url, askPolicyFile(t))
 	book := newSeqBook()
 	w := envs[0].watch("", 0, book) // made, and relayed, by bridge 0
 	s := envs[1].dial(w.thread)     // forwarded to bridge 0
@@ -198,16 +173,7 @@ func TestStorePostgresApprovalThroughAnotherBridge(t *testing.T) {
 // exactly once and all its output.
 func TestStorePostgresDownMidTurnThreeBridges(t *testing.T) {
 	pg, url := postgres(t)
-	lease := []string{"BOXWIRE_STORE=" + url, "BOXWIRE_LEASE_TTL=" + failoverTTL.String()}
-	envs := make([]*env, 3)
-	for i := range envs {
-		envs[i] = newEnv(t, failoverScript)
-		if i > 0 {
-			envs[i].token = envs[0].token
-		}
-		envs[i].startBridge(lease...)
-		envs[i].cleanAtEnd()
-	}
+	envs := startBridges(t, 3, failoverScript, "BOXWIRE_STORE="+url, "BOXWIRE_LEASE_TTL="+failoverTTL.String())
 	type flow struct {
 		id    string
 		books []*seqBook

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -62,8 +63,19 @@ func (cs *checks) deliver(id string, v wire.ToolVerdict) bool {
 	return ok
 }
 
-// checkTool is the loop's Check. It blocks until the bridge answers, ctx
-// ends (refused) or the bridge connection closes (refused).
+// DefaultCheckReconnectWait is how long a tool check waits for a bridge
+// connection to come back after the one it waited on closed
+// (Config.CheckReconnectWait).
+const DefaultCheckReconnectWait = 5 * time.Minute
+
+// checkTool is the loop's Check. It blocks until the bridge answers or ctx
+// ends (refused). When the bridge connection closes first, the check
+// waits for the thread's next bridge connection (the same bridge back,
+// or another that took the thread over) and is asked again there with
+// the same id, which names the same approval on the bridge
+// (docs/approvals.md, "Across bridges"); it is refused when none comes
+// within Config.CheckReconnectWait. The approval's own expiry is the
+// bridge's to apply.
 func (s *Server) checkTool(ctx context.Context, call loop.ToolCall) (bool, string) {
 	t, _ := ctx.Value(threadKey{}).(*thread)
 	if t == nil {
@@ -75,24 +87,87 @@ func (s *Server) checkTool(ctx context.Context, call loop.ToolCall) (bool, strin
 	}
 	id, ch := s.checks.add()
 	defer s.checks.remove(id)
-	c, refused := t.sendCheck(ctx, wire.MustNew(wire.TypeToolCheck, t.name, id, wire.ToolCheck{
-		CallID: call.ID, Name: call.Name, Arguments: args,
-	}))
-	switch {
-	case c == nil:
-		return true, "" // standalone: nobody to ask
-	case refused != "":
-		return false, refused
+	env := wire.MustNew(wire.TypeToolCheck, t.name, id, wire.ToolCheck{CallID: call.ID, Name: call.Name, Arguments: args})
+	wait := s.cfg.CheckReconnectWait
+	if wait <= 0 {
+		wait = DefaultCheckReconnectWait
 	}
-	select {
-	case v := <-ch:
-		return v.Allowed, v.Reason
-	case <-ctx.Done():
-		return false, "interrupted while waiting for approval"
-	case <-c.done:
-		return false, "the bridge connection closed while the call waited for approval"
+	var gone *time.Timer // runs while no bridge connection is there to ask
+	defer func() {
+		if gone != nil {
+			gone.Stop()
+		}
+	}()
+	for {
+		c, refused := t.sendCheck(ctx, env)
+		if c == nil && !t.bridged() {
+			return true, "" // standalone: nobody to ask
+		}
+		if ctx.Err() != nil {
+			return false, "interrupted while waiting for approval"
+		}
+		var closed, wake <-chan struct{}
+		if c != nil && refused == "" {
+			closed = c.done
+			if gone != nil {
+				gone.Stop()
+				gone = nil
+			}
+		} else {
+			wake = t.bridgeWake()
+			if gone == nil {
+				gone = time.NewTimer(wait)
+			}
+		}
+		var expired <-chan time.Time
+		if gone != nil {
+			expired = gone.C
+		}
+		select {
+		case v := <-ch:
+			return v.Allowed, v.Reason
+		case <-ctx.Done():
+			return false, "interrupted while waiting for approval"
+		case <-closed: // ask again on the next bridge connection
+		case <-wake:
+		case <-expired:
+			return false, fmt.Sprintf("the bridge connection closed while the call waited for approval, and no bridge came back within %s", wait)
+		}
 	}
 }
+
+// bridged reports whether a bridge has ever resumed the thread: a check
+// then waits for a bridge rather than running unchecked.
+func (t *thread) bridged() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.hadBridge
+}
+
+// bridgeWake returns a channel closed when a bridge connection of the
+// thread is resumed, or a closed one when a live bridge connection is
+// there already (sendCheck waits for its resume).
+func (t *thread) bridgeWake() <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for b := range t.conns {
+		select {
+		case <-b.done:
+			continue
+		default:
+		}
+		if b.role == wire.RoleBridge {
+			return closedChan
+		}
+	}
+	if t.resumeWake == nil {
+		t.resumeWake = make(chan struct{})
+	}
+	return t.resumeWake
+}
+
+// closedChan is always ready.
+var closedChan = func() chan struct{} { ch := make(chan struct{}); close(ch); return ch }()
 
 // resumeWait bounds waiting for a bridge connection to send resume before
 // a tool check goes to it anyway (a bridge that does not resume).

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/boxwire/boxwire/agent/loop"
 	"github.com/boxwire/boxwire/agent/session"
@@ -39,12 +40,16 @@ func countingEcho(runs *atomic.Int32) fakeTool {
 	return t
 }
 
-func checkEnv(t *testing.T, runs *atomic.Int32) *env {
+func checkEnv(t *testing.T, runs *atomic.Int32) *env { return checkEnvWith(t, runs, session.Config{}) }
+
+// checkEnvWith is checkEnv on cfg.
+func checkEnvWith(t *testing.T, runs *atomic.Int32, cfg session.Config) *env {
 	model := &fakeModel{steps: []step{
 		{calls: []loop.ToolCall{{ID: "c1", Name: "echo", Arguments: `{"git":"push"}`}}},
 		{text: "done"},
 	}}
-	return newEnv(t, session.Config{Loop: loop.Config{Model: model, Tools: []tools.Tool{countingEcho(runs)}}})
+	cfg.Loop = loop.Config{Model: model, Tools: []tools.Tool{countingEcho(runs)}}
+	return newEnv(t, cfg)
 }
 
 // TestToolCheckVerdicts: with a bridge attached each call is checked
@@ -86,18 +91,46 @@ func TestToolCheckVerdicts(t *testing.T) {
 	}
 }
 
-// TestToolCheckBridgeGone: a check waiting when the bridge connection
-// closes refuses the call.
-func TestToolCheckBridgeGone(t *testing.T) {
+// TestToolCheckWaitsForTheBridge: a check waiting when the bridge
+// connection closes waits for the next one and is asked again there with
+// the same id; that bridge's verdict decides, and the tool runs once.
+func TestToolCheckWaitsForTheBridge(t *testing.T) {
 	var runs atomic.Int32
 	e := checkEnv(t, &runs)
+	watcher := e.dial(session.DefaultThread)
+	b := e.dialBridge()
+	b.send(userMessage("c9/m1", "go"))
+	first, _ := b.await(wire.TypeToolCheck)
+	b.ws.Close()
+	b2 := e.dialBridge()
+	again, _ := b2.await(wire.TypeToolCheck)
+	if again.ID != first.ID || string(again.Data) != string(first.Data) {
+		t.Fatalf("asked again as %s %s, first %s %s", again.ID, again.Data, first.ID, first.Data)
+	}
+	b2.send(wire.MustNew(wire.TypeToolVerdict, "", again.ID, wire.ToolVerdict{Allowed: true}))
+	b2.send(wire.MustNew(wire.TypeToolVerdict, "", again.ID, wire.ToolVerdict{Allowed: true})) // a second is dropped
+	res, _ := watcher.await(wire.TypeToolResult)
+	if r := decode[wire.ToolResult](t, res); r.Error != "" {
+		t.Fatalf("tool_result error %q", r.Error)
+	}
+	watcher.await(wire.TypeTurnDone)
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("the tool ran %d times, want 1", n)
+	}
+}
+
+// TestToolCheckBridgeGone: a check whose bridge connection closed and
+// did not come back within CheckReconnectWait refuses the call.
+func TestToolCheckBridgeGone(t *testing.T) {
+	var runs atomic.Int32
+	e := checkEnvWith(t, &runs, session.Config{CheckReconnectWait: 200 * time.Millisecond})
 	watcher := e.dial(session.DefaultThread)
 	b := e.dialBridge()
 	b.send(userMessage("c9/m1", "go"))
 	b.await(wire.TypeToolCheck)
 	b.ws.Close()
 	res, _ := watcher.await(wire.TypeToolResult)
-	if r := decode[wire.ToolResult](t, res); !strings.HasPrefix(r.Error, "not run: ") || !strings.Contains(r.Error, "bridge") {
+	if r := decode[wire.ToolResult](t, res); !strings.HasPrefix(r.Error, "not run: ") || !strings.Contains(r.Error, "no bridge came back") {
 		t.Fatalf("tool_result error %q", r.Error)
 	}
 	watcher.await(wire.TypeTurnDone)

@@ -111,6 +111,7 @@ func (t *thread) resume(c *conn, env wire.Envelope) {
 	defer t.mu.Unlock()
 	if c.enqueue(t.replayLocked(r, env.ID)) {
 		c.resumed = true // tool checks may go to c now: they follow the replay (approval.go)
+		t.hadBridge = true
 		if t.resumeWake != nil {
 			close(t.resumeWake)
 			t.resumeWake = nil

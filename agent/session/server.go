@@ -65,6 +65,10 @@ type Config struct {
 	// PortsInterval is how often the agent looks at what listens in the
 	// sandbox, to send a ports event when it changes; 0 never looks.
 	PortsInterval time.Duration
+	// CheckReconnectWait is how long a tool check waiting for approval
+	// waits for a bridge connection to come back after its own closed
+	// (approval.go); 0 means DefaultCheckReconnectWait.
+	CheckReconnectWait time.Duration
 }
 
 // LogValue logs the config without the token.

@@ -34,6 +34,9 @@ type thread struct {
 	// resumeWake is closed (and cleared) when a bridge connection is
 	// resumed: tool checks wait for it (approval.go).
 	resumeWake chan struct{}
+	// hadBridge is set once a bridge connection resumed: from then on a
+	// tool check waits for a bridge rather than run unchecked.
+	hadBridge bool
 }
 
 func newThread(s *Server, name string) *thread {

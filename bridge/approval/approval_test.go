@@ -48,7 +48,8 @@ func TestAnswerDecidesOnce(t *testing.T) {
 	g := approval.NewGate("t_1", askPolicy(t), ev.publish)
 	verdict := make(chan wire.ToolVerdict, 1)
 	go func() {
-		verdict <- g.CheckTool(context.Background(), wire.ToolCheck{Name: "delete_file", CallID: "c1", Arguments: json.RawMessage(`{"path":"x"}`)})
+		v, _ := g.CheckTool(context.Background(), wire.ToolCheck{Name: "delete_file", CallID: "c1", Arguments: json.RawMessage(`{"path":"x"}`)}, "")
+		verdict <- v
 	}()
 	req := testutil.RequireReceive(t, "approval_request", ev.ch, 5*time.Second)
 	var ar wire.ApprovalRequest
@@ -56,7 +57,7 @@ func TestAnswerDecidesOnce(t *testing.T) {
 		t.Fatalf("first event: %+v", req)
 	}
 	approve := wire.MustNew(wire.TypeApprove, "t_1", "m1", wire.ApprovalAnswer{ApprovalID: ar.ApprovalID})
-	if a, ok := g.Answer(approve, "c7"); !ok || a.Refused != nil || a.Verdict != wire.VerdictApproved || a.ApprovalID != ar.ApprovalID {
+	if a, ok := g.Answer(context.Background(), approve, "c7"); !ok || a.Refused != nil || a.Verdict != wire.VerdictApproved || a.ApprovalID != ar.ApprovalID {
 		t.Fatalf("approve: %+v %v", a, ok)
 	}
 	if v := testutil.RequireReceive(t, "verdict", verdict, 5*time.Second); !v.Allowed {
@@ -68,7 +69,7 @@ func TestAnswerDecidesOnce(t *testing.T) {
 		t.Fatalf("decision: %+v", dec)
 	}
 	deny := wire.MustNew(wire.TypeDeny, "t_1", "m2", wire.ApprovalAnswer{ApprovalID: ar.ApprovalID})
-	if a, ok := g.Answer(deny, "c8"); !ok || a.Refused == nil || !strings.Contains(string(a.Refused.Data), "not_found") {
+	if a, ok := g.Answer(context.Background(), deny, "c8"); !ok || a.Refused == nil || !strings.Contains(string(a.Refused.Data), "not_found") {
 		t.Fatalf("second answer: %+v %v", a, ok)
 	}
 }
@@ -83,29 +84,47 @@ func TestAnswerRefusals(t *testing.T) {
 		wire.MustNew(wire.TypeToolVerdict, "t_1", "b", wire.ToolVerdict{Allowed: true}),
 		wire.MustNew(wire.TypeApprove, "t_1", "c", wire.ApprovalAnswer{}),
 	} {
-		a, ok := g.Answer(env, "c1")
+		a, ok := g.Answer(context.Background(), env, "c1")
 		if !ok || a.Refused == nil || a.Refused.ID != env.ID || !strings.Contains(string(a.Refused.Data), "bad_message") {
 			t.Errorf("%s: %+v %v", env.Type, a, ok)
 		}
 	}
-	if _, ok := g.Answer(wire.MustNew(wire.TypeUserMessage, "t_1", "d", wire.UserMessage{Text: "hi"}), "c1"); ok {
+	if _, ok := g.Answer(context.Background(), wire.MustNew(wire.TypeUserMessage, "t_1", "d", wire.UserMessage{Text: "hi"}), "c1"); ok {
 		t.Error("user_message taken by the gate")
 	}
 }
 
-// TestCheckToolDeniedAtCancel: a request nobody answers is denied when its
-// context ends, and the denial is published.
-func TestCheckToolDeniedAtCancel(t *testing.T) {
+// TestCheckToolWaiterLeaves: a check whose waiter leaves (its agent
+// connection ended) is not decided; an answer afterwards decides it, and
+// the same check asked again gets that decision without a second request.
+func TestCheckToolWaiterLeaves(t *testing.T) {
 	t.Parallel()
 	ev := newEvents()
 	g := approval.NewGate("t_1", askPolicy(t), ev.publish)
+	chk := wire.ToolCheck{Name: "delete_file", CallID: "c1", Arguments: json.RawMessage(`{}`)}
 	ctx, cancel := context.WithCancel(context.Background())
-	verdict := make(chan wire.ToolVerdict, 1)
-	go func() { verdict <- g.CheckTool(ctx, wire.ToolCheck{Name: "delete_file"}) }()
-	testutil.RequireReceive(t, "approval_request", ev.ch, 5*time.Second)
+	left := make(chan bool, 1)
+	go func() { _, decided := g.CheckTool(ctx, chk, "sb/chk_1"); left <- decided }()
+	req := testutil.RequireReceive(t, "approval_request", ev.ch, 5*time.Second)
 	cancel()
-	if v := testutil.RequireReceive(t, "verdict", verdict, 5*time.Second); v.Allowed || !strings.Contains(v.Reason, "denied by "+wire.ByShutdown) {
-		t.Fatalf("verdict: %+v", v)
+	if decided := testutil.RequireReceive(t, "the waiter leaving", left, 5*time.Second); decided {
+		t.Fatal("a check whose waiter left was decided")
+	}
+	var ar wire.ApprovalRequest
+	_ = req.Decode(&ar)
+	deny := wire.MustNew(wire.TypeDeny, "t_1", "m1", wire.ApprovalAnswer{ApprovalID: ar.ApprovalID, Reason: "no"})
+	if a, _ := g.Answer(context.Background(), deny, "c3"); a.Refused != nil {
+		t.Fatalf("deny after the waiter left: %s", a.Refused.Data)
+	}
+	testutil.RequireReceive(t, "approval_decision", ev.ch, 5*time.Second)
+	v, decided := g.CheckTool(context.Background(), chk, "sb/chk_1")
+	if !decided || v.Allowed || !strings.Contains(v.Reason, "denied by c3: no") {
+		t.Fatalf("asked again: %+v %v", v, decided)
+	}
+	select {
+	case env := <-ev.ch:
+		t.Fatalf("asking again published %s", env.Type)
+	default:
 	}
 }
 

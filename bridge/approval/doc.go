@@ -9,6 +9,10 @@
 //
 //   - [Gate.CheckTool] for an agent's tool_check (it blocks while a
 //     client is asked; the server runs it on a goroutine of the thread);
+//     the same check asked again on a new agent connection joins its
+//     approval;
+//   - [Gate.Restore] when a bridge starts relaying the thread: the
+//     undecided approvals in the store are pending again (durable.go);
 //   - [Gate.Answer] for a client's approve, deny, or a tool_check or
 //     tool_verdict it may not send;
 //   - [Gate.Stream] on every event before it is logged or sent (stage 2
@@ -24,6 +28,11 @@
 // both share. Every decision is published on the threads it concerns as
 // an approval_decision, the audit record.
 //
-// It imports policy, egress and wire; never the server. Everything is
-// safe for concurrent use.
+// A gate made with a [Config] keeps its approvals in the store
+// (store.Approvals), where the first decision of any bridge wins and the
+// bridge that relays the thread next finds them (docs/approvals.md,
+// "Across bridges").
+//
+// It imports policy, egress, store and wire; never the server. Everything
+// is safe for concurrent use.
 package approval

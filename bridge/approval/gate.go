@@ -3,6 +3,7 @@ package approval
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -19,8 +20,15 @@ type Gate struct {
 	publish func(wire.Envelope)
 	own     atomic.Pointer[policy.Policy] // the thread's own; nil: base
 
+	cfg Config // where its approvals are kept (durable.go)
+
 	mu      sync.Mutex
 	pending map[string]*pending
+	recent  map[string]recentDecision // decided lately, by id (durable.go)
+
+	// restoring is held while an approval is found in or taken from the
+	// store (durable.go), so two takers do not both adopt one.
+	restoring sync.Mutex
 
 	held heldTails
 }
@@ -28,9 +36,26 @@ type Gate struct {
 // NewGate returns the gate of thread id under the bridge's policy base
 // (nil allows every tool call and redacts the built-in patterns).
 // publish puts an event on the thread's event path (approval requests and
-// decisions); the gate calls it holding none of its locks.
-func NewGate(id string, base *policy.Policy, publish func(wire.Envelope)) *Gate {
-	return &Gate{thread: id, base: base, publish: publish}
+// decisions); the gate calls it holding none of its locks. cfg, when
+// given, keeps its approvals in a store (durable.go); the first one counts.
+func NewGate(id string, base *policy.Policy, publish func(wire.Envelope), cfg ...Config) *Gate {
+	g := &Gate{thread: id, base: base, publish: publish}
+	if len(cfg) > 0 {
+		g.cfg = cfg[0]
+	}
+	if g.cfg.Ctx != nil {
+		context.AfterFunc(g.cfg.Ctx, g.stopTimers)
+	}
+	return g
+}
+
+// stopTimers stops the expiry of every pending approval, deciding none.
+func (g *Gate) stopTimers() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, p := range g.pending {
+		p.stopTimer()
+	}
 }
 
 // SetPolicy gives the thread a policy of its own (ThreadPolicy); nil
@@ -54,12 +79,6 @@ func (g *Gate) add(p *pending) {
 	g.pending[p.id] = p
 }
 
-func (g *Gate) remove(id string) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	delete(g.pending, id)
-}
-
 func (g *Gate) get(id string) *pending {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -67,13 +86,39 @@ func (g *Gate) get(id string) *pending {
 }
 
 // CheckTool decides an agent's tool_check: the policy decides, asking the
-// thread's clients when it says to. It blocks until a client answers, the
-// policy's timeout passes (denied) or ctx ends (denied).
-func (g *Gate) CheckTool(ctx context.Context, chk wire.ToolCheck) wire.ToolVerdict {
+// thread's clients when it says to. key names the agent's check (its
+// sandbox and request id, the same when the agent asks again on a new
+// bridge connection; "" for none): a check asked again joins its pending
+// approval, or gets the decision it came to, on this bridge or, through
+// the store, on the one that asked first (durable.go). It blocks until a
+// client answers or the approval expires (denied); when ctx ends first
+// it returns decided false and leaves the approval pending, for the
+// agent's next connection to ask about again.
+func (g *Gate) CheckTool(ctx context.Context, chk wire.ToolCheck, key string) (v wire.ToolVerdict, decided bool) {
 	pol := g.Policy()
 	action := wire.ApprovalAction{Kind: wire.ApprovalTool, Tool: chk.Name, CallID: chk.CallID, Arguments: chk.Arguments}
-	ok, reason := Decide(ctx, []*Gate{g}, pol, action, pol.Tool(chk.Name, json.RawMessage(chk.Arguments)))
-	return wire.ToolVerdict{Allowed: ok, Reason: reason}
+	d := pol.Tool(chk.Name, json.RawMessage(chk.Arguments))
+	if d.Action != policy.Ask {
+		ok, reason := Decide(ctx, []*Gate{g}, pol, action, d)
+		return wire.ToolVerdict{Allowed: ok, Reason: reason}, true
+	}
+	id := newApprovalID()
+	if key != "" {
+		id = checkApprovalID(g.thread, key, chk.CallID)
+	}
+	sandbox, _, _ := strings.Cut(key, "/")
+	p, final := g.find(ctx, id, action, d, pol.Timeout(), sandbox)
+	if final == nil {
+		select {
+		case <-p.done:
+			dec := p.decision()
+			final = &dec
+		case <-ctx.Done():
+			return wire.ToolVerdict{}, false
+		}
+	}
+	ok, reason := verdictOf(*final)
+	return wire.ToolVerdict{Allowed: ok, Reason: reason}, true
 }
 
 // Answered is what a client's approval message came to.
@@ -88,9 +133,11 @@ type Answered struct {
 
 // Answer takes an approval message a client (connection id by) sent:
 // approve and deny decide the pending request they name, the first answer
-// winning; tool_check and tool_verdict are refused (only the agent and the
-// bridge speak them). ok is false when env is none of these types.
-func (g *Gate) Answer(env wire.Envelope, by string) (a Answered, ok bool) {
+// of any bridge winning (through the store, when the gate keeps one);
+// tool_check and tool_verdict are refused (only the agent and the bridge
+// speak them). ok is false when env is none of these types. It blocks
+// while the store takes the decision.
+func (g *Gate) Answer(ctx context.Context, env wire.Envelope, by string) (a Answered, ok bool) {
 	refuse := func(code wire.Code, format string, args ...any) (Answered, bool) {
 		e := wire.ErrorEnvelope(g.thread, env.ID, code, format, args...)
 		return Answered{Refused: &e}, true
@@ -111,7 +158,10 @@ func (g *Gate) Answer(env wire.Envelope, by string) (a Answered, ok bool) {
 		verdict = wire.VerdictDenied
 	}
 	p := g.get(ans.ApprovalID)
-	if p == nil || !p.decide(wire.ApprovalDecision{Verdict: verdict, By: by, Reason: ans.Reason}) {
+	if p == nil {
+		p = g.stored(ctx, ans.ApprovalID) // asked by a bridge that relayed the thread before (durable.go)
+	}
+	if p == nil || !p.settle(ctx, wire.ApprovalDecision{Verdict: verdict, By: by, Reason: ans.Reason}) {
 		return refuse(wire.CodeNotFound, "no pending approval %q on this thread (already decided or expired)", ans.ApprovalID)
 	}
 	return Answered{ApprovalID: ans.ApprovalID, Verdict: verdict}, true

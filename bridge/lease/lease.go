@@ -89,6 +89,10 @@ func (l *Book) Settled() bool {
 	return !l.reachedSince.IsZero() && time.Since(l.reachedSince) >= l.ttl
 }
 
+// Instance names this bridge process: the holder of the bridge's own
+// lease, "<bridge id>/<random>" (an approval's store.Approval.Holder).
+func (l *Book) Instance() string { return l.instance }
+
 // Count is how many threads' leases this bridge holds.
 func (l *Book) Count() int {
 	l.mu.Lock()

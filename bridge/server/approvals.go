@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/boxwire/boxwire/bridge/approval"
 	"github.com/boxwire/boxwire/bridge/egress"
@@ -14,34 +15,91 @@ import (
 // server hand it what it decides on: an agent's tool_check, a client's
 // approve or deny, a sandbox's egress request.
 
+// newGate is the thread's approval gate, keeping its approvals in the
+// store (approval.Config): an approval outlives this bridge, and another
+// bridge relaying the thread next restores it (restoreApprovals).
+func (t *thread) newGate() *approval.Gate {
+	s := t.srv
+	return approval.NewGate(t.id, s.cfg.Policy, t.Publish, approval.Config{
+		Store: s.db, Holder: s.leases.Instance(), Last: t.committedSeq, Logged: t.loggedApproval, Ctx: t.ctx, Log: t.log,
+	})
+}
+
+// restoreApprovals takes back the thread's undecided approvals from the
+// store (approval.Gate.Restore) on a goroutine of the thread's, once its
+// link has started.
+func (t *thread) restoreApprovals() {
+	defer t.wg.Done()
+	ctx, cancel := context.WithTimeout(t.ctx, restoreWait)
+	defer cancel()
+	t.gate.Restore(ctx, t.box.SandboxID())
+}
+
+// restoreWait bounds restoring a thread's approvals.
+const restoreWait = 30 * time.Second
+
+// loggedApproval reports whether the thread's stored log holds an event
+// of type typ about approval id after seq after (approval.Config.Logged).
+// When the store cannot be read it says yes: the approval was stored
+// before its events were published, so they are most likely logged, and
+// a request twice in the log is what restoring must not do.
+func (t *thread) loggedApproval(ctx context.Context, after uint64, typ wire.Type, id string) bool {
+	for ctx.Err() == nil {
+		evs, err := t.store.Events(t.id, after, replayBatch)
+		if err != nil {
+			t.log.Warn("read the log for an approval", "approval", id, "err", err)
+			return true
+		}
+		if len(evs) == 0 {
+			return false
+		}
+		for _, env := range evs {
+			var ref struct {
+				ApprovalID string `json:"approval_id"`
+			}
+			if env.Type == typ && env.Decode(&ref) == nil && ref.ApprovalID == id {
+				return true
+			}
+			after = env.Seq
+		}
+	}
+	return true
+}
+
 // toolCheck answers an agent's tool_check on a goroutine owned by the
 // thread: the policy decides, asking the clients when it says to
-// (approval.Gate.CheckTool).
+// (approval.Gate.CheckTool). When the agent connection ends or the thread
+// stops first, no verdict is sent: the approval stays pending (in the
+// store too), and the agent asks again with the same id on its next
+// bridge connection, to this bridge or the one relaying the thread then.
 func (t *thread) toolCheck(env wire.Envelope) {
 	var chk wire.ToolCheck
 	if err := env.Decode(&chk); err != nil {
 		t.sendAgent(wire.MustNew(wire.TypeToolVerdict, t.id, env.ID, wire.ToolVerdict{Reason: "bad tool_check: " + err.Error()}))
 		return
 	}
-	t.wg.Add(1) // readAgent, also in wg, is running: shutdown cannot be waiting yet
+	key := t.box.SandboxID() + "/" + env.ID // the agent's check: the same when it asks again
+	t.wg.Add(1)                             // readAgent, also in wg, is running: shutdown cannot be waiting yet
 	go func() {
 		defer t.wg.Done()
-		ctx, cancel := context.WithCancel(context.Background())
+		ctx, cancel := context.WithCancel(t.ctx)
 		defer cancel()
 		stopped := make(chan struct{})
 		dead := t.deadCh()
 		go func() {
 			defer close(stopped)
 			select {
-			case <-t.ctx.Done():
 			case <-dead:
 			case <-ctx.Done():
 			}
 			cancel()
 		}()
-		verdict := t.gate.CheckTool(ctx, chk)
+		verdict, decided := t.gate.CheckTool(ctx, chk, key)
 		cancel()
 		<-stopped
+		if !decided {
+			return
+		}
 		t.sendAgent(wire.MustNew(wire.TypeToolVerdict, t.id, env.ID, verdict))
 	}()
 }
@@ -60,7 +118,7 @@ func (t *thread) sendAgent(env wire.Envelope) {
 // tool_check and tool_verdict are refused. It reports whether env was one
 // of them.
 func (t *thread) approvalRequest(c *client, env wire.Envelope) bool {
-	a, ok := t.gate.Answer(env, c.id)
+	a, ok := t.gate.Answer(c.ctx, env, c.id)
 	switch {
 	case !ok:
 		return false

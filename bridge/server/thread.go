@@ -76,14 +76,15 @@ func newThread(s *Server, id string, agent *websocket.Conn, b *fleet.Box, last u
 		events:  threadlog.New(last, s.cfg.MaxStoredOutput),
 		clients: make(map[string]*client),
 	}
-	t.gate = approval.NewGate(id, s.cfg.Policy, t.Publish)
+	t.gate = t.newGate() // approvals.go
 	t.link = agentlink.New(ctx, agent, agentlink.Config{
 		ID: id, Log: log, Thread: t, Fleet: s.fleet, Box: b, Manager: s.cfg.Manager, Store: s.events,
 		Server: s.ctx, Group: &t.wg, Requests: t.toAgent, Input: t.term.input, LogEmpty: last == 0,
 	})
 	t.link.Start()
-	t.wg.Add(1)
-	go t.rotateTokens() // llmtoken.go
+	t.wg.Add(2)
+	go t.rotateTokens()     // llmtoken.go
+	go t.restoreApprovals() // approvals.go
 	return t
 }
 

@@ -19,11 +19,20 @@ import (
 // thread asked (a shared sandbox's egress asks all of its threads) and
 // the bridge that waits for the answer, so any bridge can show it and
 // take the answer; the first decision stored wins (DecideApproval).
+//
+// Holder is the bridge process that asked (lease.Book.Instance). Sandbox,
+// for a tool call, is the sandbox whose agent asked: only that agent can
+// still be waiting for the answer. After is, per thread asked, the seq of
+// the thread's newest event when it was asked: its approval_request and
+// approval_decision, once logged, come after it (bridge/approval reads
+// the log from there before it publishes either again).
 type Approval struct {
 	ID       string                 `json:"id"`
 	Threads  []string               `json:"threads"`
 	Request  wire.ApprovalRequest   `json:"request"`
 	Holder   string                 `json:"holder,omitempty"`
+	Sandbox  string                 `json:"sandbox,omitempty"`
+	After    map[string]uint64      `json:"after,omitempty"`
 	Created  time.Time              `json:"created"`
 	Decision *wire.ApprovalDecision `json:"decision,omitempty"`
 }
