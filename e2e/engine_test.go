@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/boxwire/boxwire/bridge/boxdir"
 	"github.com/boxwire/boxwire/bridge/sandbox"
@@ -33,23 +34,46 @@ func (e *env) containers(labels map[string]string) []sandbox.Sandbox {
 	return list
 }
 
-// removeLeftovers deletes anything a failed test left with this bridge's label.
+// removeLeftovers deletes anything a test left with this bridge's label
+// (a bridge stopped with SIGTERM keeps its sandboxes for adoption, so most
+// tests end with some). It removes a few at once and allows each its own
+// bound: fifty sandboxes on an engine busy with other runs outlasted one
+// shared 30 s bound, and the run then failed with what it left behind.
 func (e *env) removeLeftovers() {
-	ctx, cancel := context.WithTimeout(context.Background(), eventTimeout)
-	defer cancel()
+	bound := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.Background(), 2*time.Minute)
+	}
+	ctx, cancel := bound()
 	list, err := e.engine.List(ctx, map[string]string{"boxwire.owner": e.id})
+	cancel()
 	if err != nil {
-		return
+		e.t.Logf("leftovers: list sandboxes: %v", err)
 	}
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, 4)
 	for _, sb := range list {
-		e.engine.Remove(ctx, sb.ID)
-		if th := sb.Labels["boxwire.thread"]; th != "" {
-			e.engine.RemoveVolume(ctx, "boxwire-ws-"+th)
-		}
+		wg.Add(1)
+		slots <- struct{}{}
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			ctx, cancel := bound()
+			defer cancel()
+			if err := e.engine.Remove(ctx, sb.ID); err != nil {
+				e.t.Logf("leftovers: remove %s: %v", sb.Name, err)
+			}
+			if th := sb.Labels["boxwire.thread"]; th != "" {
+				e.engine.RemoveVolume(ctx, "boxwire-ws-"+th) // checked below with the rest
+			}
+		}()
 	}
+	wg.Wait()
+	ctx, cancel = bound()
+	defer cancel()
 	vols, _ := e.engine.ListVolumes(ctx, map[string]string{"boxwire.owner": e.id})
 	for _, v := range vols {
-		e.engine.RemoveVolume(ctx, v) // and its workspace image and loop device
+		if err := e.engine.RemoveVolume(ctx, v); err != nil { // and its workspace image and loop device
+			e.t.Logf("leftovers: remove volume %s: %v", v, err)
+		}
 	}
 	e.engine.CollectWorkspaces(ctx)
 	_ = boxdir.RemoveAll(e.dataDir) // the sandboxes' folders: the agent folders are tmpfs mounts
