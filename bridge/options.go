@@ -224,7 +224,7 @@ func (o options) connect(ctx context.Context, getenv func(string) string, log *s
 // security settings (security.go) and the approval policy (approvals.go).
 func (o options) server(mgr sandbox.Manager, getenv func(string) string, log *slog.Logger) (server.Config, error) {
 	cfg := server.Config{
-		Token: o.token, Image: o.image, DataDir: o.dataDir, Manager: mgr, Model: o.model, BridgeID: o.id,
+		Token: o.token, Image: o.image, DataDir: o.dataDir, Manager: mgr, Engine: o.engine, Model: o.model, BridgeID: o.id,
 		LLM:    llmproxy.Config{Upstream: envOr(getenv, "OPENAI_BASE_URL", "https://api.openai.com/v1"), APIKey: getenv("OPENAI_API_KEY")},
 		Logger: log, Software: "boxwire-bridge/" + version,
 		Images: o.images, Runtime: o.runtime, Runtimes: o.runtimes, MaxSandboxes: o.maxSandboxes, Pool: o.pool, PoolIdle: o.poolIdle,

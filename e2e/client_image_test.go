@@ -69,7 +69,7 @@ func TestClientMovesThreadImage(t *testing.T) {
 			t.Errorf("bridge images, %s: %v, want an error with %q:\n%s", tc.name, err, tc.want, out)
 		}
 	}
-	wantMetric(t, e, `boxwire_thread_agent{thread="`+thread+`",image="`+tag+`",`, `agent_version="`+fromV+`"`)
+	wantMetric(t, e, `boxwire_thread_agent{`, `thread="`+thread+`"`, `image="`+tag+`"`, `agent_version="`+fromV+`"`)
 
 	// Bad input: a clear error, exit code 2, and the thread stays where it was.
 	for _, tc := range []struct {
@@ -103,12 +103,12 @@ func TestClientMovesThreadImage(t *testing.T) {
 		t.Errorf("/workspace/n = %q after the move", got)
 	}
 	wantImages(other, "1")
-	wantMetric(t, e, `boxwire_thread_agent{thread="`+thread+`",image="`+other+`",`, `agent_version="`+toV+`"`)
-	wantMetric(t, e, `boxwire_agent_threads{image="`+other+`",agent_version="`+toV+`"} 1`)
+	wantMetric(t, e, `boxwire_thread_agent{`, `thread="`+thread+`"`, `image="`+other+`"`, `agent_version="`+toV+`"`)
+	wantMetric(t, e, `boxwire_agent_threads{`, `image="`+other+`"`, `agent_version="`+toV+`"`, `} 1`)
 }
 
 // wantMetric fails the test unless a line of GET /metrics (as the admin)
-// holds every one of parts.
+// holds every one of parts (the library writes labels in name order).
 func wantMetric(t *testing.T, e *env, parts ...string) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, e.bridge.url+"/metrics", nil)

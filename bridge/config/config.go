@@ -40,6 +40,9 @@ type Config struct {
 	// Manager creates and removes sandboxes. Required; the server does not
 	// close it.
 	Manager sandbox.Manager
+	// Engine names what Manager drives, for GET /metrics ("docker" or
+	// "kubernetes"); default "docker".
+	Engine string
 	// LLM configures each thread's LLM proxy (its Logger is replaced by the
 	// thread's logger).
 	LLM llmproxy.Config
@@ -240,6 +243,9 @@ func (c Config) Checked() (Config, error) {
 	}
 	if c.Software == "" {
 		c.Software = "boxwire-bridge/dev"
+	}
+	if c.Engine == "" {
+		c.Engine = "docker"
 	}
 	if c.LLM.HTTPClient == nil { // one for every sandbox's proxy
 		c.LLM.HTTPClient = llmproxy.NewHTTPClient()

@@ -1,142 +1,152 @@
-// Package metrics writes the bridge's GET /metrics answer in the
-// Prometheus text format (version 0.0.4): per live thread the image and
-// the agent build its sandbox runs (boxwire_thread_agent, 1 per thread),
-// and how many threads run each agent version of each image
-// (boxwire_agent_threads); the store and leases of a bridge
-// (LeaseText); histograms (HistogramText: the event append latency).
-//
-// The server hands it the live threads (a Source, called once per
-// request) and guards the route (admins only); this package asks no
-// engine and imports nothing of the bridge.
 package metrics
 
 import (
+	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
-	"sort"
-	"strconv"
-	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// Thread is one live thread as the metrics show it.
-type Thread struct {
-	ID, Image, ImageID, AgentVersion, AgentHash string
+// Config configures a Metrics.
+type Config struct {
+	// Source is read once per scrape. Required.
+	Source Source
+	// Logger receives the errors of a scrape; nil discards them.
+	Logger *slog.Logger
 }
 
-// Source returns the live threads, in any order. A suspended thread has
-// no sandbox and is not among them.
-type Source func() []Thread
+// llmCallBuckets are the upper bounds, in seconds, of the buckets of
+// boxwire_llm_call_seconds: from under 50 ms (a refused call) to a long
+// completion's minutes.
+var llmCallBuckets = []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300}
 
-// Handler answers GET /metrics with src's threads, sorted by id, and
-// then the text of each of more (LeaseText, say), called per request.
-func Handler(src Source, more ...func() string) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-		text := Text(src())
-		for _, m := range more {
-			text += m()
+// maxModels caps the distinct model label values: the model is whatever
+// a sandbox's request names, so the models after the first maxModels are
+// counted under "other" rather than growing the series without bound.
+const maxModels = 64
+
+// Egress decisions and their reasons (boxwire_egress_decisions_total).
+const (
+	DecisionAllowed = "allowed"
+	DecisionDenied  = "denied"
+	// ReasonRule: a rule decided (the allowlist, a thread's rule, a policy
+	// host rule or credential, or a person asked by one).
+	ReasonRule = "rule"
+	// ReasonNoRule: nothing allows the target.
+	ReasonNoRule = "no_rule"
+	// ReasonBadTarget: the request named no target the proxy serves.
+	ReasonBadTarget = "bad_target"
+)
+
+// Metrics is one bridge's registry. Its methods are safe for concurrent
+// use and never block on a scrape.
+type Metrics struct {
+	reg     *prometheus.Registry
+	handler http.Handler
+
+	// Clients are the client WebSocket connections being served (in
+	// their hello, attached, or forwarded to the bridge that relays the
+	// thread): the server adds one when a connection is upgraded and
+	// takes it away when its handler returns.
+	Clients prometheus.Gauge
+
+	llmSeconds *prometheus.HistogramVec
+	llmTokens  *prometheus.CounterVec
+	egress     *prometheus.CounterVec
+
+	mu     sync.Mutex
+	models map[string]bool // the model label values in use (maxModels)
+}
+
+// New returns the metrics of cfg with their registry; it starts nothing.
+func New(cfg Config) (*Metrics, error) {
+	if cfg.Source == nil {
+		return nil, errors.New("metrics: a source is required")
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	m := &Metrics{
+		reg: prometheus.NewRegistry(), models: map[string]bool{},
+		Clients: prometheus.NewGauge(prometheus.GaugeOpts{Name: "boxwire_client_connections",
+			Help: "Client WebSocket connections this bridge serves: in their hello, attached, or forwarded to the bridge that relays the thread."}),
+		llmSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "boxwire_llm_call_seconds",
+			Help:    "Model calls through the LLM proxies, from the request's arrival to the end of its answer, by model and outcome.",
+			Buckets: llmCallBuckets}, []string{"model", "outcome"}),
+		llmTokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "boxwire_llm_tokens_total",
+			Help: "Tokens of model calls as the upstream reported them (prompt or completion), by model."}, []string{"model", "type"}),
+		egress: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "boxwire_egress_decisions_total",
+			Help: "Requests the egress proxies decided, by decision (allowed, denied) and reason (rule, no_rule, bad_target)."}, []string{"decision", "reason"}),
+	}
+	for _, dr := range [][2]string{{DecisionAllowed, ReasonRule}, {DecisionDenied, ReasonRule}, {DecisionDenied, ReasonNoRule}, {DecisionDenied, ReasonBadTarget}} {
+		m.egress.WithLabelValues(dr[0], dr[1]) // present at 0 from the start
+	}
+	var errs []error
+	for _, c := range []prometheus.Collector{newStateCollector(cfg.Source), m.Clients, m.llmSeconds, m.llmTokens, m.egress,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
+		errs = append(errs, m.reg.Register(c))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorLog: slogPrinter{log}, ErrorHandling: promhttp.ContinueOnError})
+	return m, nil
+}
+
+// Handler answers GET /metrics in the format the scraper asks for (the
+// text format by default), gathering every collector once per request.
+func (m *Metrics) Handler() http.Handler { return m.handler }
+
+// ModelCall counts one model call through an LLM proxy: its duration by
+// model and outcome, and the prompt and completion tokens the upstream
+// reported (zero when it reported none).
+func (m *Metrics) ModelCall(model, outcome string, d time.Duration, prompt, completion int) {
+	model = m.modelLabel(model)
+	m.llmSeconds.WithLabelValues(model, outcome).Observe(d.Seconds())
+	if prompt > 0 || completion > 0 {
+		m.llmTokens.WithLabelValues(model, "prompt").Add(float64(prompt))
+		m.llmTokens.WithLabelValues(model, "completion").Add(float64(completion))
+	}
+}
+
+// modelLabel is model as a label value: "other" once maxModels others are
+// in use.
+func (m *Metrics) modelLabel(model string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.models[model] {
+		if len(m.models) >= maxModels {
+			return "other"
 		}
-		_, _ = w.Write([]byte(text))
-	})
+		m.models[model] = true
+	}
+	return model
 }
 
-// Leases are a bridge's store and leases as the metrics show them
-// (docs/store.md).
-type Leases struct {
-	// StoreUp is whether the store answered just now (its Ping).
-	StoreUp bool
-	// Held is how many threads' leases the bridge holds: the threads it
-	// relays.
-	Held int
-	// Lost counts the leases another bridge took from this one since it
-	// started; TakenOver the threads it took over from a bridge that was
-	// gone.
-	Lost, TakenOver uint64
+// Egress counts one egress decision: allowed or not, whether the request
+// named no target the proxy serves (invalid), and the rule that decided
+// ("" none).
+func (m *Metrics) Egress(allowed, invalid bool, rule string) {
+	decision, reason := DecisionDenied, ReasonRule
+	switch {
+	case allowed:
+		decision = DecisionAllowed
+	case invalid:
+		reason = ReasonBadTarget
+	case rule == "":
+		reason = ReasonNoRule
+	}
+	m.egress.WithLabelValues(decision, reason).Inc()
 }
 
-// LeaseText is l in the text format: boxwire_store_up,
-// boxwire_leases_held, boxwire_leases_lost_total and
-// boxwire_threads_taken_over_total.
-func LeaseText(l Leases) string {
-	up := 0
-	if l.StoreUp {
-		up = 1
-	}
-	var b strings.Builder
-	for _, m := range []struct {
-		name, kind, help string
-		v                uint64
-	}{
-		{"boxwire_store_up", "gauge", "Whether the store answered (1) or not (0).", uint64(up)},
-		{"boxwire_leases_held", "gauge", "Thread leases this bridge holds: the threads it relays.", uint64(l.Held)},
-		{"boxwire_leases_lost_total", "counter", "Thread leases another bridge took from this one.", l.Lost},
-		{"boxwire_threads_taken_over_total", "counter", "Threads this bridge took over from a bridge that was gone.", l.TakenOver},
-	} {
-		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n%s %d\n", m.name, m.help, m.name, m.kind, m.name, m.v)
-	}
-	return b.String()
-}
+// slogPrinter is the handler's error log.
+type slogPrinter struct{ log *slog.Logger }
 
-// Text is the metrics of threads in the text format.
-func Text(threads []Thread) string {
-	sort.Slice(threads, func(i, j int) bool { return threads[i].ID < threads[j].ID })
-	var b strings.Builder
-	b.WriteString("# HELP boxwire_thread_agent A live thread: the image and the agent build its sandbox runs.\n")
-	b.WriteString("# TYPE boxwire_thread_agent gauge\n")
-	type key struct{ image, version string }
-	counts := map[key]int{}
-	for _, t := range threads {
-		fmt.Fprintf(&b, "boxwire_thread_agent{thread=%s,image=%s,image_id=%s,agent_version=%s,agent_hash=%s} 1\n",
-			label(t.ID), label(t.Image), label(t.ImageID), label(t.AgentVersion), label(t.AgentHash))
-		counts[key{t.Image, t.AgentVersion}]++
-	}
-	b.WriteString("# HELP boxwire_agent_threads Live threads per image and agent version.\n")
-	b.WriteString("# TYPE boxwire_agent_threads gauge\n")
-	keys := make([]key, 0, len(counts))
-	for k := range counts {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		if keys[i].image != keys[j].image {
-			return keys[i].image < keys[j].image
-		}
-		return keys[i].version < keys[j].version
-	})
-	for _, k := range keys {
-		fmt.Fprintf(&b, "boxwire_agent_threads{image=%s,agent_version=%s} %d\n", label(k.image), label(k.version), counts[k])
-	}
-	return b.String()
-}
-
-// label quotes v as a Prometheus label value: backslash, double quote and
-// newline escaped.
-func label(v string) string {
-	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(v) + `"`
-}
-
-// Histogram is a Prometheus histogram: Counts per bucket (not
-// cumulative), one more than Bounds (the last above every bound).
-type Histogram struct {
-	Bounds []float64
-	Counts []uint64
-	Sum    float64
-	Count  uint64
-}
-
-// HistogramText is h in the text format as name (its _bucket series
-// cumulative, le="+Inf" last, then _sum and _count).
-func HistogramText(name, help string, h Histogram) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name)
-	var cum uint64
-	for i, c := range h.Counts {
-		cum += c
-		le := "+Inf"
-		if i < len(h.Bounds) {
-			le = strconv.FormatFloat(h.Bounds[i], 'g', -1, 64)
-		}
-		fmt.Fprintf(&b, "%s_bucket{le=%q} %d\n", name, le, cum)
-	}
-	fmt.Fprintf(&b, "%s_sum %s\n%s_count %d\n", name, strconv.FormatFloat(h.Sum, 'g', -1, 64), name, h.Count)
-	return b.String()
-}
+func (p slogPrinter) Println(v ...any) { p.log.Error("metrics scrape", "err", fmt.Sprint(v...)) }

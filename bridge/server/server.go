@@ -70,6 +70,8 @@ type Server struct {
 	// ops describes threads and changes their sandboxes for the threads
 	// API (bridge/threadops, over liveThreads: threadapi.go).
 	ops *threadops.Ops
+	// metrics is GET /metrics (bridge/metrics, metrics.go).
+	metrics *metrics.Metrics
 }
 
 // New checks cfg and returns a server. It starts its fleet's reaper (and
@@ -94,6 +96,10 @@ func New(cfg Config) (*Server, error) {
 		llmClient: cfg.LLM.HTTPClient,
 	}
 	s.leases = lease.New(db, cfg.BridgeID, cfg.LeaseTTL, cfg.Logger)
+	if err := s.newMetrics(); err != nil { // metrics.go
+		cancel()
+		return nil, errors.Join(fmt.Errorf("server: %w", err), db.Close())
+	}
 	if err := s.leases.ClaimBridge(ctx); err != nil { // a second bridge with this id stops here
 		cancel()
 		return nil, errors.Join(fmt.Errorf("server: %w", err), db.Close())
@@ -137,6 +143,7 @@ func (s *Server) fleetConfig() fleet.Config {
 	c.Records, c.Logger = ownRecords{s.cfg.Store, s.leases}, s.log
 	c.LLMAdmit, c.LLMUsage = s.users.AdmitModelCall, s.users.CountTokens // bridge/users
 	c.Check, c.Adopt, c.Claim = s.egressCheck, s.adoptThread, s.leases.Acquire
+	c.LLM.OnCall, c.EgressDecided = s.modelCalled, s.egressDecided // GET /metrics (metrics.go)
 	return c
 }
 
@@ -152,12 +159,12 @@ func (s *Server) Handler() http.Handler {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.Handle("GET "+wire.Path, u.Auth(http.HandlerFunc(s.serveWS)))
-	s.threadRoutes(mux)                                                                   // the threads API (bridge/threadapi) and file transfers: threadapi.go
-	u.Routes(mux)                                                                         // GET /v1/users/me, the admin API (bridge/users, bridge/auth)
-	s.roll.Routes(mux, u.Admin, u.Audited)                                                // GET and POST /v1/rollout (bridge/rollout)
-	s.roll.ImagesRoute(mux, u.Auth)                                                       // GET /v1/images: the allowed image names, to anyone (bridge/rollout)
-	mux.Handle("GET /metrics", u.Admin(metrics.Handler(s.metricThreads, s.metricLeases))) // bridge/metrics, metrics.go
-	s.web.Routes(mux)                                                                     // browser sessions and the page at / (bridge/web)
+	s.threadRoutes(mux)                                      // the threads API (bridge/threadapi) and file transfers: threadapi.go
+	u.Routes(mux)                                            // GET /v1/users/me, the admin API (bridge/users, bridge/auth)
+	s.roll.Routes(mux, u.Admin, u.Audited)                   // GET and POST /v1/rollout (bridge/rollout)
+	s.roll.ImagesRoute(mux, u.Auth)                          // GET /v1/images: the allowed image names, to anyone (bridge/rollout)
+	mux.Handle("GET /metrics", u.Admin(s.metrics.Handler())) // bridge/metrics, metrics.go
+	s.web.Routes(mux)                                        // browser sessions and the page at / (bridge/web)
 	mux.Handle("/", u.Auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		httpjson.Error(w, http.StatusNotFound, wire.CodeNotFound, "no route for "+r.Method+" "+r.URL.Path)
 	})))

@@ -40,6 +40,8 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return // the upgrader has answered
 	}
+	s.metrics.Clients.Inc() // GET /metrics (metrics.go)
+	defer s.metrics.Clients.Dec()
 	c := newClient("c"+strconv.FormatUint(s.connID.Add(1), 10), conn, s.log)
 	c.log = s.log.With("conn", c.id, "remote", r.RemoteAddr)
 	cctx, endConn := context.WithCancel(r.Context()) // the principal (users.go), until the handler returns
