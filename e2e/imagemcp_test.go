@@ -58,15 +58,7 @@ func TestImageMCPServer(t *testing.T) {
 	if env := res["env"].Output; strings.Contains(env, "BOXWIRE_") || strings.Contains(env, "OPENAI") || !strings.Contains(env, "PATH") {
 		t.Errorf("the in-image server's environment: %q", env)
 	}
-	offered := map[string]bool{}
-	for _, req := range e.llm.Requests() {
-		for _, tl := range req.Chat.Tools {
-			if tl.Function != nil {
-				offered[tl.Function.Name] = true
-			}
-		}
-	}
-	if !offered["img_echo"] || !offered["execute"] || offered["img_crash"] {
+	if offered := e.offeredTools(); !offered["img_echo"] || !offered["execute"] || offered["img_crash"] {
 		t.Errorf("the model was offered %v", offered)
 	}
 	ps := s.sh("ps -eo user,args | grep -v grep | grep mcptool", 30)

@@ -120,6 +120,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		// Ports: what listens in the sandbox, looked at every second (ports event).
 		PortsInterval: portsInterval,
 	})
+	srv.ThreadMCP(mcpServers.ForThread) // the MCP servers a thread declares, beside the image's
 	ln, err := session.Listen(o.listen)
 	if err != nil {
 		return err

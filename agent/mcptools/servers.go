@@ -37,23 +37,28 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Servers are the image's MCP servers. It is safe for concurrent use.
+// Servers are the image's MCP servers, and those the threads declare
+// (thread.go). It is safe for concurrent use.
 type Servers struct {
 	cfg     Config
 	log     *slog.Logger
 	group   *mcpclient.Group
 	servers []*server
+	threads threadSets // the threads' own servers (thread.go)
 }
 
 // New returns the servers of cfg; it starts nothing until Tools is asked.
-func New(cfg Config) *Servers {
+func New(cfg Config) *Servers { return newServers(cfg, errors.New("the agent is shutting down")) }
+
+// newServers is New; a call after Close fails with closedErr.
+func newServers(cfg Config, closedErr error) *Servers {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.OutputLimit <= 0 {
 		cfg.OutputLimit = DefaultOutputLimit
 	}
-	s := &Servers{cfg: cfg, log: cfg.Logger, group: mcpclient.NewGroup(errors.New("the agent is shutting down"))}
+	s := &Servers{cfg: cfg, log: cfg.Logger, group: mcpclient.NewGroup(closedErr)}
 	for _, sc := range cfg.Servers {
 		srv := &server{all: s, cfg: sc, log: s.log.With("mcp_server", sc.Name)}
 		srv.conn = s.group.Conn(mcpclient.ConnConfig{Dial: srv.dial, Logger: srv.log})
@@ -87,8 +92,12 @@ func (s *Servers) Tools(ctx context.Context) []tool.Tool {
 	return out
 }
 
-// Close ends every server's session and waits for them; idempotent.
-func (s *Servers) Close() { s.group.Close() }
+// Close ends every server's session, the threads' too, and waits for
+// them; idempotent.
+func (s *Servers) Close() {
+	s.threads.close()
+	s.group.Close()
+}
 
 // server is one MCP server and its session.
 type server struct {

@@ -18,16 +18,36 @@ import (
 // own (loop.Config.TurnTools); a call goes to the bridge as host_call and
 // waits for host_result, taking host_progress as its output on the way;
 // an interrupted call sends host_cancel. A standalone agent has none.
+//
+// The same answer carries the MCP servers the thread declares
+// (wire.HostTools.MCPServers): the function ThreadMCP gave starts them in
+// the sandbox and returns their tools, offered before the host tools.
 
 // hostListWait bounds waiting for the bridge's list at a turn's start (it
 // may be starting its MCP servers).
 const hostListWait = 45 * time.Second
 
-// hostWaits are the host requests waiting for the bridge, by request id.
+// hostWaits are the host requests waiting for the bridge, by request id,
+// and what starts the threads' MCP servers.
 type hostWaits struct {
-	mu      sync.Mutex
-	next    uint64
-	waiting map[string]*hostWait
+	mu        sync.Mutex
+	next      uint64
+	waiting   map[string]*hostWait
+	threadMCP ThreadMCPFunc // ThreadMCP
+}
+
+// ThreadMCPFunc starts the MCP servers thread declares, decl, and returns
+// their tools (mcptools.Servers.ForThread). It blocks while they start.
+type ThreadMCPFunc func(ctx context.Context, thread string, decl []wire.MCPServer) []tools.Tool
+
+// ThreadMCP has start run the MCP servers each thread declares, which
+// its bridge names at each turn's start (docs/tools.md, "MCP servers a
+// thread declares"); without it they are not run. Call it before the
+// server serves.
+func (s *Server) ThreadMCP(start ThreadMCPFunc) {
+	s.hosts.mu.Lock()
+	s.hosts.threadMCP = start
+	s.hosts.mu.Unlock()
 }
 
 // hostWait is one request's answers: progress messages, then the end.
@@ -94,8 +114,9 @@ func (c *conn) hostAnswer(env wire.Envelope) {
 	}
 }
 
-// hostTools returns the host tools of the turn's thread (ctx's), or none
-// when it has no bridge connection or the bridge does not answer in time.
+// hostTools returns the tools of the MCP servers the turn's thread (ctx's)
+// declares, then its host tools; none when it has no bridge connection or
+// the bridge does not answer in time.
 func (s *Server) hostTools(ctx context.Context) []tools.Tool {
 	t, _ := ctx.Value(threadKey{}).(*thread)
 	if t == nil {
@@ -118,7 +139,14 @@ func (s *Server) hostTools(ctx context.Context) []tools.Tool {
 	for _, e := range list.Errors {
 		t.log.Warn("host tool server unavailable", "err", e)
 	}
-	return hosttool.Tools(list.Tools, hostCaller{t}, 0)
+	s.hosts.mu.Lock()
+	start := s.hosts.threadMCP
+	s.hosts.mu.Unlock()
+	var ts []tools.Tool
+	if start != nil {
+		ts = start(ctx, t.name, list.MCPServers) // none ends the thread's earlier ones
+	}
+	return append(ts, hosttool.Tools(list.Tools, hostCaller{t}, 0)...)
 }
 
 // hostCaller is a thread's hosttool.Caller.

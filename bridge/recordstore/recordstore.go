@@ -67,7 +67,7 @@ func Over(st store.Backend) records.Store { return backend{st} }
 func (b backend) Put(_ context.Context, r records.Thread) error {
 	return b.st.PutThread(store.Thread{ID: r.ID, Box: r.Box, Scope: r.Scope, Assistant: r.Assistant,
 		Image: r.Image, Runtime: r.Runtime, Created: r.Created, IdleTTL: r.IdleTTL, Egress: r.Egress,
-		Suspended: r.Suspended, SuspendedFor: r.SuspendedFor, Policy: r.Policy, Owner: r.Owner})
+		Suspended: r.Suspended, SuspendedFor: r.SuspendedFor, Policy: r.Policy, MCP: r.MCP, Owner: r.Owner})
 }
 
 func (b backend) Get(_ context.Context, id string) (records.Thread, bool, error) {
@@ -90,5 +90,5 @@ func (b backend) Delete(_ context.Context, id string) error { return b.st.Delete
 func recordOf(t store.Thread) records.Thread {
 	return records.Thread{ID: t.ID, Box: t.Box, Scope: t.Scope, Assistant: t.Assistant,
 		Image: t.Image, Runtime: t.Runtime, Created: t.Created, IdleTTL: t.IdleTTL, Egress: t.Egress,
-		Suspended: t.Suspended, SuspendedFor: t.SuspendedFor, Policy: t.Policy, Owner: t.Owner}
+		Suspended: t.Suspended, SuspendedFor: t.SuspendedFor, Policy: t.Policy, MCP: t.MCP, Owner: t.Owner}
 }

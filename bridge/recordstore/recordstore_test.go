@@ -29,7 +29,7 @@ func TestStores(t *testing.T) {
 	older := records.Thread{ID: "t_a", Created: now.Add(-time.Hour)}
 	full := records.Thread{ID: "t_b", Box: "b1", Scope: wire.ScopeAssistant, Assistant: "x", Image: "img", Runtime: "runsc",
 		Created: now, Suspended: &now, SuspendedFor: wire.ExitIdle, IdleTTL: time.Minute, Egress: []string{"pypi.org"},
-		Policy: json.RawMessage(`{"rules":[]}`), Owner: "alice"}
+		Policy: json.RawMessage(`{"rules":[]}`), MCP: json.RawMessage(`{"servers":[{"name":"docs","command":["docs-mcp"]}]}`), Owner: "alice"}
 	for name, st := range map[string]records.Store{"mem": recordstore.NewMem(), "backend": recordstore.Over(db)} {
 		for _, r := range []records.Thread{full, older} {
 			if err := st.Put(ctx, r); err != nil {

@@ -30,6 +30,9 @@ func (s *Server) createThread(ctx context.Context, req wire.CreateThread) (*thre
 	if err != nil {
 		return nil, err
 	}
+	if err := checkThreadMCP(req.MCP); err != nil { // mcpservers.go
+		return nil, err
+	}
 	id, err := newThreadID()
 	if err != nil {
 		return nil, err
@@ -50,7 +53,7 @@ func (s *Server) createThread(ctx context.Context, req wire.CreateThread) (*thre
 	unlockBox := s.fleet.LockBox(b.ID())
 	rec := ThreadRecord{ID: id, Box: b.ID(), Scope: b.Scope(), Assistant: b.Assistant(),
 		Image: b.Image(), Runtime: b.Runtime(), Created: time.Now().UTC(), IdleTTL: b.IdleTTL(),
-		Egress: s.fleet.Status(b).Egress, Policy: req.Policy, Owner: users.PrincipalOf(ctx).User}
+		Egress: s.fleet.Status(b).Egress, Policy: req.Policy, MCP: req.MCP, Owner: users.PrincipalOf(ctx).User}
 	err = s.register(ctx, t, rec)
 	unlockBox()
 	if err == nil {

@@ -120,6 +120,9 @@ func (a *fakeAgent) answer(env wire.Envelope) []wire.Envelope {
 	if out, ok := a.turnEndAnswer(env); ok { // turnend_test.go
 		return out
 	}
+	if out, ok := a.mcpAnswer(env); ok { // mcpservers_test.go
+		return out
+	}
 	switch env.Type {
 	case wire.TypePing:
 		return []wire.Envelope{wire.MustNew(wire.TypePong, "", env.ID, nil)}

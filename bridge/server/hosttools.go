@@ -34,6 +34,7 @@ func (t *thread) hostTool(env wire.Envelope) bool {
 			if h != nil {
 				list = h.Tools(ctx, t.hostScope(ctx))
 			}
+			list.MCPServers = t.threadMCP(ctx) // mcpservers.go: the thread's own, run in the sandbox
 			t.sendAgent(wire.MustNew(wire.TypeHostTools, t.id, env.ID, list))
 		})
 	case wire.TypeHostCall:

@@ -55,6 +55,9 @@ type Thread struct {
 	// Policy is the thread's own approval policy (CreateThread.Policy),
 	// given back to the thread when it is adopted or resumed.
 	Policy json.RawMessage `json:"policy,omitempty"`
+	// MCP declares the thread's own MCP servers (CreateThread.MCP),
+	// handed to its agent at each turn's start.
+	MCP json.RawMessage `json:"mcp,omitempty"`
 	// Owner is the user the thread belongs to ("" for threads from before
 	// users: the admin's).
 	Owner string `json:"owner,omitempty"`

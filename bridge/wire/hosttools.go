@@ -54,6 +54,10 @@ type HostTools struct {
 	// Errors says which configured servers could not be reached, for the
 	// agent's log (their tools are missing from Tools).
 	Errors []string `json:"errors,omitempty"`
+	// MCPServers are the MCP servers the thread declares
+	// (CreateThread.MCP), checked by the bridge: the agent runs them in
+	// the sandbox beside the image's and offers their tools too.
+	MCPServers []MCPServer `json:"mcp_servers,omitempty"`
 }
 
 // HostTool is one host tool as the model sees it: the MCP tool's name

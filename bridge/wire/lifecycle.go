@@ -88,6 +88,12 @@ type CreateThread struct {
 	// the bridge's allowlist, added to the bridge's own; each must fall
 	// within the bridge's thread cap (docs/egress-thread.md).
 	Egress []string `json:"egress,omitempty"`
+	// MCP declares MCP servers the agent runs inside this thread's
+	// sandbox, beside the image's: an MCPServers object, the schema of the
+	// image's /etc/boxwire/mcp.json (docs/tools.md, "MCP servers a thread
+	// declares"). The bridge checks it, keeps it with the thread and hands
+	// it to the agent at each turn's start.
+	MCP json.RawMessage `json:"mcp,omitempty"`
 }
 
 // Sandbox states in ThreadInfo.Status.

@@ -15,7 +15,7 @@ import (
 // create it through the bridge's threads API before attaching (also for
 // /new), instead of letting the bridge pick its defaults.
 type createFlags struct {
-	image, runtime, assistant, ttl, egress, policy string
+	image, runtime, assistant, ttl, egress, policy, mcp string
 }
 
 func (f *createFlags) register(fs *flag.FlagSet) {
@@ -25,6 +25,7 @@ func (f *createFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.ttl, "ttl", "", "new threads: sandbox idle time to live, e.g. 10m (can only shorten the bridge's)")
 	fs.StringVar(&f.egress, "egress", "", "new threads: extra egress rules, comma-separated (within the bridge's --egress-thread-max)")
 	fs.StringVar(&f.policy, "policy", "", "new threads: approval policy file (JSON rules) checked before the bridge's")
+	fs.StringVar(&f.mcp, "mcp", "", "new threads: MCP servers file (the schema of the image's /etc/boxwire/mcp.json) the agent runs in the sandbox beside the image's")
 }
 
 // request is the create_thread request the flags ask for, or nil when
@@ -47,17 +48,29 @@ func (f *createFlags) request() (*wire.CreateThread, error) {
 			req.Egress = append(req.Egress, r)
 		}
 	}
-	if f.policy != "" {
-		data, err := os.ReadFile(f.policy)
-		if err != nil {
-			return nil, fmt.Errorf("--policy: %w", err)
-		}
-		if !json.Valid(data) {
-			return nil, fmt.Errorf("--policy %s: not JSON", f.policy)
-		}
-		req.Policy = json.RawMessage(data)
+	var err error
+	if req.Policy, err = jsonFile("--policy", f.policy); err != nil {
+		return nil, err
+	}
+	if req.MCP, err = jsonFile("--mcp", f.mcp); err != nil { // the bridge checks it
+		return nil, err
 	}
 	return req, nil
+}
+
+// jsonFile reads the JSON file a flag names; nil when it names none.
+func jsonFile(flag, path string) (json.RawMessage, error) {
+	if path == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", flag, err)
+	}
+	if !json.Valid(data) {
+		return nil, fmt.Errorf("%s %s: not JSON", flag, path)
+	}
+	return json.RawMessage(data), nil
 }
 
 // moveImage is the image to move an existing thread to: --image when it is

@@ -16,6 +16,10 @@ func TestCreateFlags(t *testing.T) {
 	if err := os.WriteFile(policy, []byte(`{"rules":[]}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	mcp := filepath.Join(t.TempDir(), "mcp.json")
+	if err := os.WriteFile(mcp, []byte(`{"servers":[{"name":"docs","command":["docs-mcp"]}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	notJSON := filepath.Join(t.TempDir(), "bad.json")
 	if err := os.WriteFile(notJSON, []byte(`rules: []`), 0o600); err != nil {
 		t.Fatal(err)
@@ -37,7 +41,10 @@ func TestCreateFlags(t *testing.T) {
 			want: &wire.CreateThread{Egress: []string{"pypi.org", ".github.com"}}},
 		{args: []string{"--policy", policy},
 			want: &wire.CreateThread{Policy: []byte(`{"rules":[]}`)}},
+		{args: []string{"--mcp", mcp, "--image", "boxwire:x"},
+			want: &wire.CreateThread{Image: "boxwire:x", MCP: []byte(`{"servers":[{"name":"docs","command":["docs-mcp"]}]}`)}},
 		{args: []string{"--ttl", "soon"}, wantErr: `--ttl "soon"`},
+		{args: []string{"--mcp", notJSON}, wantErr: "--mcp " + notJSON + ": not JSON"},
 		{args: []string{"--policy", notJSON}, wantErr: "not JSON"},
 		{args: []string{"--policy", filepath.Join(t.TempDir(), "missing")}, wantErr: "--policy"},
 	}

@@ -31,6 +31,9 @@ type Thread struct {
 	// Policy is the thread's own approval policy (CreateThread.Policy),
 	// kept for the server; the fleet does not read it.
 	Policy json.RawMessage
+	// MCP declares the thread's own MCP servers (CreateThread.MCP), kept
+	// for the server; the fleet does not read it.
+	MCP json.RawMessage
 	// Owner is the user the thread belongs to; "" for threads made before
 	// users existed, which are the admin's. The fleet does not read it.
 	Owner string

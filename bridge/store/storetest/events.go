@@ -87,7 +87,7 @@ func testThreadRecords(t *testing.T, cfg Config) {
 		{ID: "b", Created: base.Add(2 * time.Second), Owner: "ann", Image: "img:1", Runtime: "runsc", IdleTTL: time.Minute},
 		{ID: "a", Created: base.Add(3 * time.Second), Scope: wire.ScopeThread},
 		{ID: "c", Created: base.Add(1 * time.Second), Assistant: "helper", Suspended: &suspended,
-			SuspendedFor: wire.ExitReason("idle"), Policy: []byte(`{"default":"ask"}`)},
+			SuspendedFor: wire.ExitReason("idle"), Policy: []byte(`{"default":"ask"}`), MCP: []byte(`{"servers":[{"name":"docs","command":["docs-mcp"]}]}`)},
 	}
 	for _, r := range recs {
 		if err := s.PutThread(r); err != nil {

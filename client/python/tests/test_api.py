@@ -46,6 +46,8 @@ def test_bad_input_raises(bridge: Bridge, tmp_path: Path) -> None:
             c.connect("t_000000000000")
         with pytest.raises(boxwire.NotAllowed):
             c.create_thread(image="not-allowed:latest")
+        with pytest.raises(boxwire.BadMessage, match="command: the program is missing"):
+            c.create_thread(mcp={"servers": [{"name": "docs", "command": []}]})
         with pytest.raises(boxwire.Unauthorized):
             Client(bridge.url, "wrong-token").connect()
         t = c.create_thread()

@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import {
+  BadMessageError,
   BusyError,
   Client,
   ConnectionClosedError,
@@ -117,6 +118,11 @@ describe("against a real bridge", () => {
     assert.deepEqual((await bw.setEgress(info.id, [".example.com"])).egress, [".example.com"]);
     await assert.rejects(bw.createThread({ egress: ["evil.example.org"] }), NotAllowedError);
     await assert.rejects(bw.createThread({ image: "not-allowed:latest" }), NotAllowedError);
+    // A thread's MCP servers (docs/tools.md) are checked before anything is made.
+    await assert.rejects(
+      bw.createThread({ mcp: { servers: [{ name: "docs", command: [] }] } }),
+      (err: unknown) => err instanceof BadMessageError && /command: the program is missing/.test(err.message),
+    );
     await bw.deleteThread(info.id);
     await assert.rejects(bw.getThread(info.id), NotFoundError);
     await assert.rejects(bw.deleteThread(info.id), NotFoundError);

@@ -104,8 +104,15 @@ class AsyncClient:
         ttl: str = "",
         egress: list[str] | None = None,
         policy: Mapping[str, Any] | None = None,
+        mcp: Mapping[str, Any] | None = None,
     ) -> wire.ThreadInfo:
-        """Create a thread and its sandbox; returns once its agent answers."""
+        """Create a thread and its sandbox; returns once its agent answers.
+
+        ``mcp`` declares MCP servers the agent runs inside the sandbox beside
+        the image's, in the schema of the image's ``/etc/boxwire/mcp.json``:
+        ``{"servers": [{"name", "command", "env"?, ...}]}`` (docs/tools.md);
+        the bridge refuses a broken one with :class:`BadMessage`.
+        """
         body: dict[str, Any] = {
             k: v
             for k, v in {
@@ -116,6 +123,7 @@ class AsyncClient:
                 "ttl": ttl,
                 "egress": egress,
                 "policy": policy,
+                "mcp": mcp,
             }.items()
             if v
         }

@@ -476,9 +476,23 @@ class HostTool:
 
 
 @dataclass
+class MCPServer:
+    """An MCP server the agent runs inside the sandbox (docs/tools.md)."""
+
+    name: str
+    command: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    dir: str = ""
+    prefix: str = ""
+    tools: list[str] = field(default_factory=list)
+    timeout: str = ""
+
+
+@dataclass
 class HostTools:
     tools: list[HostTool]
     errors: list[str] = field(default_factory=list)
+    mcp_servers: list[MCPServer] = field(default_factory=list)
 
 
 @dataclass

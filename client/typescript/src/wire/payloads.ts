@@ -185,7 +185,21 @@ export const Ports = obj({ ports: arr(Port) });
 /** Host tools between an agent and its bridge (docs/tools.md, Host tools). */
 export const HostTool = obj({ name: str, description: opt(str), input_schema: json });
 
-export const HostTools = obj({ tools: arr(HostTool), errors: opt(arr(str)) });
+/** An MCP server the agent runs inside the sandbox (the schema of /etc/boxwire/mcp.json; docs/tools.md). */
+export const MCPServer = obj({
+  name: str,
+  command: arr(str),
+  env: opt(record(str)),
+  dir: opt(str),
+  prefix: opt(str),
+  tools: opt(arr(str)),
+  timeout: opt(str),
+});
+
+/** An MCP servers declaration: an image's /etc/boxwire/mcp.json, a thread's CreateThread.mcp. */
+export const MCPServers = obj({ servers: arr(MCPServer) });
+
+export const HostTools = obj({ tools: arr(HostTool), errors: opt(arr(str)), mcp_servers: opt(arr(MCPServer)) });
 
 export const HostCall = obj({ call_id: str, name: str, arguments: json });
 
@@ -202,6 +216,7 @@ export const CreateThread = obj({
   ttl: opt(str),
   policy: opt(object),
   egress: opt(arr(str)),
+  mcp: opt(MCPServers),
 });
 
 export const ThreadInfo = obj({
@@ -273,6 +288,8 @@ export type StreamRef = TypeOf<typeof StreamRef>;
 export type StreamClose = TypeOf<typeof StreamClose>;
 export type Port = TypeOf<typeof Port>;
 export type Ports = TypeOf<typeof Ports>;
+export type MCPServer = TypeOf<typeof MCPServer>;
+export type MCPServers = TypeOf<typeof MCPServers>;
 export type HostTool = TypeOf<typeof HostTool>;
 export type HostTools = TypeOf<typeof HostTools>;
 export type HostCall = TypeOf<typeof HostCall>;
