@@ -47,15 +47,16 @@ type concurrent struct {
 	ok     int             // sessions whose command succeeded
 	lat    []time.Duration // of the commands that succeeded
 	opened time.Duration   // to open every session
-	// burst is the load average as the commands started; peak the
-	// highest 1-minute load seen during the figure.
-	burst [3]float64
-	peak  float64
+	// burst is the load average as the commands started, ended when the
+	// last one ended; peak the highest 1-minute load seen from the first
+	// session's opening to then.
+	burst, ended [3]float64
+	peak         float64
 }
 
 func (c concurrent) loadNote() string {
-	return fmt.Sprintf("load average %.1f/%.1f/%.1f as they started, 1-minute peak %.1f during the figure",
-		c.burst[0], c.burst[1], c.burst[2], c.peak)
+	return fmt.Sprintf("load average %.1f/%.1f/%.1f as they started, %.1f/%.1f/%.1f when the last ended, 1-minute peak %.1f from the first opening",
+		c.burst[0], c.burst[1], c.burst[2], c.ended[0], c.ended[1], c.ended[2], c.peak)
 }
 
 // runConcurrent opens n sessions, each a new thread with its own sandbox
@@ -114,6 +115,8 @@ func runConcurrent(t *testing.T, e *env, n int) concurrent {
 	c.burst = loadAvg()
 	close(start)
 	wg.Wait()
+	c.ended = loadAvg()
+	stopLoad()
 	for i, err := range errs {
 		switch {
 		case conns[i] == nil: // counted above
@@ -128,7 +131,6 @@ func runConcurrent(t *testing.T, e *env, n int) concurrent {
 		t.Errorf("%d of %d sessions failed: %s", failed[msg], n, msg)
 	}
 	deleteThreads(t, ctx, e, threads)
-	stopLoad()
 	return c
 }
 
