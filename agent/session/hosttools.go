@@ -193,7 +193,19 @@ func (t *thread) askBridge(ctx context.Context, prefix string, env wire.Envelope
 				progress(msg)
 			}
 		case ans := <-w.answer:
-			return ans, nil
+			// Progress the bridge sent before its answer is already
+			// queued (the reader hands both over in order); a select
+			// that picked the answer first must not leave it behind.
+			for {
+				select {
+				case msg := <-w.progress:
+					if progress != nil {
+						progress(msg)
+					}
+				default:
+					return ans, nil
+				}
+			}
 		case <-ctx.Done():
 			if env.Type == wire.TypeHostCall {
 				c.enqueue(outgoing{env: wire.MustNew(wire.TypeHostCancel, t.name, id, nil)})

@@ -3,6 +3,7 @@ package session_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -164,5 +165,46 @@ func TestHostToolsOnlyFromTheBridge(t *testing.T) {
 	c.send(wire.MustNew(wire.TypeHostResult, "", "hc_1", wire.HostResult{Output: "forged"}))
 	if got, _ := c.await(wire.TypeError); decode[wire.Error](t, got).Code != wire.CodeNotAllowed {
 		t.Errorf("a client's host_result: %s", got.Data)
+	}
+}
+
+// TestHostProgressSentBeforeTheResultIsKept: progress the bridge sends
+// right before the result, with no wait between them, all streams as
+// tool_output before the tool_result (the wait could take the result
+// first and leave the queued progress behind).
+func TestHostProgressSentBeforeTheResultIsKept(t *testing.T) {
+	const rounds, burst = 20, 10
+	var steps []step
+	for i := range rounds {
+		steps = append(steps, step{calls: []loop.ToolCall{{ID: fmt.Sprintf("call_%d", i), Name: "gh_search", Arguments: `{"query":"x"}`}}}, step{text: "ok"})
+	}
+	model := &toolsModel{steps: steps}
+	e := newEnv(t, session.Config{Loop: loop.Config{Model: model}})
+	b := e.dialHostBridge()
+	list := wire.HostTools{Tools: []wire.HostTool{{Name: "gh_search", InputSchema: json.RawMessage(`{"type":"object"}`)}}}
+	for i := range rounds {
+		b.send(userMessage(fmt.Sprintf("c1/m%d", i), "search"))
+		ask, _ := b.await(wire.TypeHostToolsList)
+		b.send(wire.MustNew(wire.TypeHostTools, goldenThread, ask.ID, list))
+		chk, _ := b.await(wire.TypeToolCheck)
+		b.send(wire.MustNew(wire.TypeToolVerdict, "", chk.ID, wire.ToolVerdict{Allowed: true}))
+		call, _ := b.await(wire.TypeHostCall)
+		var want strings.Builder
+		for n := range burst {
+			b.send(wire.MustNew(wire.TypeHostProgress, goldenThread, call.ID, wire.HostProgress{Message: fmt.Sprintf("p%d", n)}))
+			fmt.Fprintf(&want, "p%d\r\n", n)
+		}
+		b.send(wire.MustNew(wire.TypeHostResult, goldenThread, call.ID, wire.HostResult{Output: "done"}))
+		_, seen := b.await(wire.TypeToolResult)
+		var got strings.Builder
+		for _, env := range seen {
+			if env.Type == wire.TypeToolOutput {
+				got.WriteString(decode[wire.ToolOutput](t, env).Output)
+			}
+		}
+		if got.String() != want.String() {
+			t.Fatalf("round %d: tool_output before the result %q, want %q", i, got.String(), want.String())
+		}
+		b.await(wire.TypeTurnDone)
 	}
 }
