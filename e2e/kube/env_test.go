@@ -149,6 +149,17 @@ func (e *env) stopBridge() {
 	}
 }
 
+// killBridge ends the bridge with SIGKILL, as a crash would: it removes
+// nothing.
+func (e *env) killBridge() {
+	if e.cmd == nil {
+		return
+	}
+	e.cmd.Process.Kill()
+	<-e.done
+	e.cmd = nil
+}
+
 // collect removes what the test's bridge id left (bridge gc), so the next
 // test starts clean.
 func (e *env) collect() {
