@@ -189,7 +189,7 @@ func benchRebuild(t *testing.T, r *report) {
 	base := strings.TrimSpace(run(t, root, "bash", "image/base-image.sh"))
 	build := func(version string) (time.Duration, int, int) {
 		start := time.Now()
-		run(t, root, "go", "build", "-trimpath", "-ldflags", "-s -w -X main.version="+version,
+		run(t, root, "go", "build", "-trimpath", "-tags", "nethttpomithttp2", "-ldflags", "-s -w -X main.version="+version, // as make agent
 			"-o", filepath.Join(ctxDir, "build/image/boxwire-agent"), "./agent")
 		out := run(t, ctxDir, "docker", "build", "--build-arg", "BASE="+base,
 			"--label", "io.boxwire.agent.version="+version, "-t", "boxwire:bench-rebuild", ".")
