@@ -93,6 +93,14 @@ func (l *Book) Settled() bool {
 // lease, "<bridge id>/<random>" (an approval's store.Approval.Holder).
 func (l *Book) Instance() string { return l.instance }
 
+// Address is where the other bridges reach this one (Announced), "" when
+// it is not announced.
+func (l *Book) Address() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.address
+}
+
 // Count is how many threads' leases this bridge holds.
 func (l *Book) Count() int {
 	l.mu.Lock()

@@ -14,13 +14,16 @@ import (
 )
 
 // A client whose thread another bridge on the store relays (its lease,
-// leases.go) is forwarded to that bridge: this bridge dials the relay's
-// announced address (store.Bridge) with the client's credential, sends it
-// the client's hello, and then copies every message both ways until
-// either side ends (docs/store.md, "Forwarding"). So a load balancer in
-// front of several bridges needs no stickiness. The relay authenticates
-// and authorizes the client again; browser sessions (cookies) are per
-// bridge and are not forwarded.
+// leases.go) is served by the bridge it reached (docs/store.md,
+// "Forwarding"): the thread's events come from the store, read after the
+// client's cursor and woken by the store's notices (forwarded.go); its
+// requests go to the relay over a connection this bridge dials with the
+// client's credential (the upstream), which is dialled again, to
+// whichever bridge relays the thread then, when the relay goes away. So
+// a load balancer in front of several bridges needs no stickiness, and a
+// relay that dies does not end its forwarded clients' connections. The
+// relay authenticates and authorizes the client again; browser sessions
+// (cookies) are per bridge and are not forwarded.
 
 // announce tells the other bridges on the store where they reach this one
 // (wsrelay.Advertised: Config.AdvertiseURL, else listening when it names a
@@ -41,28 +44,40 @@ func (s *Server) announce(listening string) {
 }
 
 // forward serves conn, whose hello (helloEnv) named a thread another
-// bridge relays (err a lease.RelayedError), by forwarding it to that bridge. It
-// reports false, having done nothing, when err is another error or the
-// relay has no announced address; then the caller refuses the client.
+// bridge relays (err a lease.RelayedError), as a forwarded client
+// (forwarded.go) until it ends. It reports false, having done nothing,
+// when err is another error, the store tells no bridge of another's
+// commits (bbolt: one bridge), or the relay has no announced address;
+// then the caller refuses the client. A relay that cannot be reached is
+// answered sandbox_unavailable.
 func (s *Server) forward(r *http.Request, conn *websocket.Conn, helloEnv wire.Envelope, err error) bool {
 	var re lease.RelayedError
 	if !errors.As(err, &re) {
+		return false
+	}
+	listener, shared := s.db.(store.Listener)
+	if !shared {
 		return false
 	}
 	addr := s.bridgeAddress(r.Context(), re.Holder)
 	if addr == "" {
 		return false
 	}
-	log := s.log.With("thread", helloEnv.Thread, "relay", re.Holder, "remote", r.RemoteAddr)
-	up, err := wsrelay.Dial(r.Context(), addr, r.Header, helloEnv)
+	var hello wire.Hello
+	if err := helloEnv.Decode(&hello); err != nil {
+		return false
+	}
+	log := s.log.With("thread", helloEnv.Thread, "remote", r.RemoteAddr)
+	f := newForwarded(s, conn, hello, helloEnv.ID, r.Header, log)
+	up, err := f.dial(r.Context(), addr)
 	if err != nil {
-		log.Warn("forward a client to the thread's relay", "err", err)
+		log.Warn("forward a client to the thread's relay", "relay", re.Holder, "err", err)
 		reject(conn, wire.ErrorEnvelope(helloEnv.Thread, helloEnv.ID, wire.CodeSandboxUnavailable,
 			"thread %s is relayed by bridge %s, which this bridge cannot reach: %v", helloEnv.Thread, re.Holder, err), closeNormal)
 		return true
 	}
-	log.Info("client forwarded to the thread's relay")
-	wsrelay.Splice(s.ctx, conn, up) // bridge/internal/wsrelay: until either side or the bridge ends
+	log.Info("client forwarded to the thread's relay: its events come from the store", "relay", re.Holder)
+	s.notices(listener).serve(f, up)
 	log.Info("forwarded client detached")
 	return true
 }
@@ -76,4 +91,51 @@ func (s *Server) bridgeAddress(ctx context.Context, id string) string {
 		s.log.Warn("find the relay's address", "err", err)
 	}
 	return addr
+}
+
+// errThreadGone is relayAddress's answer for a thread the store no longer
+// has.
+var errThreadGone = errors.New("the thread no longer exists")
+
+// relayAddress is where a forwarded client of thread id sends its
+// requests now: the announced address of the bridge that holds the
+// thread's lease, this bridge's own when it relays the thread, or "" when
+// none can be had yet. When no bridge holds the lease, and this bridge's
+// renewals are settled (not right after a store outage: leases.go), it
+// resumes the thread as a client's hello would (a takeover, or a new
+// sandbox). A thread that is gone is errThreadGone.
+func (s *Server) relayAddress(ctx context.Context, id string) (string, error) {
+	own := s.leases.Address()
+	if s.lookup(id) != nil {
+		return own, nil
+	}
+	ls, err := s.db.Leases(ctx)
+	if err != nil {
+		return "", nil
+	}
+	for _, l := range ls {
+		if l.Thread != id {
+			continue
+		}
+		if l.Holder == s.cfg.BridgeID { // being started here
+			return "", nil
+		}
+		return s.bridgeAddress(ctx, l.Holder), nil
+	}
+	if !s.leases.Settled() {
+		return "", nil
+	}
+	t, found, err := s.resumeThread(ctx, id)
+	var re lease.RelayedError
+	switch {
+	case t != nil:
+		return own, nil
+	case !found && err == nil:
+		return "", errThreadGone
+	case errors.As(err, &re):
+		return s.bridgeAddress(ctx, re.Holder), nil
+	case err != nil:
+		s.log.Warn("forwarded client: resume the thread", "thread", id, "err", err)
+	}
+	return "", nil
 }

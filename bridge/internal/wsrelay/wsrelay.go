@@ -1,25 +1,21 @@
-// Package wsrelay forwards a client's WebSocket to another bridge on the
-// same store (docs/store.md, "Forwarding"): it finds where that bridge said
-// it is reached (store.Bridge), dials its /v1/ws with the client's
-// credential and the client's hello, and copies every message both ways
-// until either side ends, passing close codes on.
+// Package wsrelay dials another bridge on the same store for a forwarded
+// client (docs/store.md, "Forwarding"): it finds where that bridge said it
+// is reached (store.Bridge) and dials its /v1/ws with the client's
+// credential and the client's hello.
 //
-// The server decides whom to forward (a thread another bridge leases) and
-// answers a client it cannot forward; this package only dials and copies.
-// Splice blocks until both copies end and owns the one goroutine it starts.
-// It imports only the store (the bridges' addresses) and wire.
+// The server decides whom to forward (a thread another bridge leases),
+// serves the forwarded client and reads the connection Dial returns; this
+// package only finds and dials. It starts no goroutines and imports only
+// the store (the bridges' addresses) and wire.
 package wsrelay
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -105,57 +101,4 @@ func Dial(ctx context.Context, addr string, h http.Header, hello wire.Envelope) 
 		return nil, fmt.Errorf("send hello to %s: %w", u, err)
 	}
 	return up, nil
-}
-
-// Splice copies every message from a to b and from b to a until either
-// side ends, or ctx does (then both are closed); a close frame is passed
-// on with its code (an abnormal end as 1001, going away). It returns when
-// both copies have, with both connections closed. The caller must not
-// read or write a or b meanwhile; closing either ends the splice.
-func Splice(ctx context.Context, a, b *websocket.Conn) {
-	stop := context.AfterFunc(ctx, func() {
-		a.Close()
-		b.Close()
-	})
-	defer stop()
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		pipe(b, a)
-	}()
-	pipe(a, b)
-	wg.Wait()
-}
-
-// pipe copies src's messages to dst (dst's only writer) until src ends,
-// then passes the close on and closes both.
-func pipe(dst, src *websocket.Conn) {
-	defer dst.Close()
-	defer src.Close()
-	for {
-		typ, r, err := src.NextReader()
-		if err != nil {
-			code, text := websocket.CloseGoingAway, "the other side went away"
-			var ce *websocket.CloseError
-			if errors.As(err, &ce) {
-				code, text = ce.Code, ce.Text
-			}
-			if code == websocket.CloseNoStatusReceived || code == websocket.CloseAbnormalClosure {
-				code = websocket.CloseGoingAway
-			}
-			_ = dst.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, text), time.Now().Add(time.Second))
-			return
-		}
-		w, err := dst.NextWriter(typ)
-		if err != nil {
-			return
-		}
-		if _, err := io.Copy(w, r); err != nil {
-			return
-		}
-		if err := w.Close(); err != nil {
-			return
-		}
-	}
 }
