@@ -228,3 +228,68 @@ func exitCode(r wire.ToolResult) int {
 func hasFinalizer(p corev1.Pod) bool {
 	return slices.Contains(p.Finalizers, "boxwire.io/sandbox")
 }
+
+// A command that fills the pod's memory with what no process holds (files
+// in the memory-backed /tmp, past the memory limit) leaves the OOM killer
+// nothing to free but the agent: the kubelet reports the container
+// OOMKilled, and the client gets it as a clear error — sandbox_exited oom
+// "killed for running out of memory", the turn ended sandbox_lost — and a
+// replacement pod on the same claim.
+func TestKubePodOOMKilled(t *testing.T) {
+	const fill = `{"model":"scripted","turns":[
+  {"when":"fill","steps":[
+    {"content":"Filling.","tool_calls":[{"name":"execute","arguments":{"command":"for i in $(seq 1 40); do head -c 8M /dev/zero > /tmp/f$i || break; done; echo filled","timeout":60}}]},
+    {"content":"Done."}
+  ]},
+  {"steps":[{"content":"I only know scripted answers."}]}
+]}`
+	e := newEnv(t, fill)
+	e.startBridge("--memory", "134217728", "--tmpfs", "268435456")
+	s := e.dial("")
+	thread := s.conn.Thread()
+	old := threadPod(t, thread)
+	ctx, cancel := context.WithTimeout(context.Background(), turnTimeout)
+	defer cancel()
+	id, err := s.conn.SendMessage(ctx, "fill the memory")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Run would skip sandbox_exited and sandbox_replaced (they are no
+	// turn's): read the events until all three came.
+	var exit wire.SandboxExited
+	var result wire.ToolResult
+	var done wire.TurnDone
+	seen := map[wire.Type]bool{}
+	for !seen[wire.TypeSandboxExited] || !seen[wire.TypeTurnDone] || !seen[wire.TypeSandboxReplaced] {
+		var ev wire.Envelope
+		select {
+		case ev = <-s.conn.Events():
+		case <-ctx.Done():
+			t.Fatalf("events seen %v: not all of sandbox_exited, turn_done, sandbox_replaced within %v", seen, turnTimeout)
+		}
+		switch {
+		case ev.Type == wire.TypeSandboxExited:
+			err = ev.Decode(&exit)
+		case ev.Type == wire.TypeToolResult && ev.ID == id:
+			err = ev.Decode(&result)
+		case ev.Type == wire.TypeTurnDone && ev.ID == id:
+			err = ev.Decode(&done)
+		case ev.Type != wire.TypeSandboxReplaced:
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[ev.Type] = true
+	}
+	t.Logf("sandbox_exited %+v; tool_result %s %q; turn_done %s", exit, result.Status, result.Error, done.Reason)
+	if exit.Reason != wire.ExitOOM || !exit.OOMKilled || !strings.Contains(exit.Message, "killed for running out of memory") {
+		t.Fatalf("sandbox_exited %+v, want oom with the kubelet's OOMKilled", exit)
+	}
+	if done.Reason != wire.ReasonSandboxLost || !strings.Contains(result.Error, "out of memory") {
+		t.Errorf("turn_done %s, tool_result %q: want sandbox_lost saying out of memory", done.Reason, result.Error)
+	}
+	if now := threadPod(t, thread); now.UID == old.UID {
+		t.Error("the pod was not replaced")
+	}
+}
