@@ -86,11 +86,11 @@ k8s-down:
 ## bridge-image: the bridge's own image for running it in a cluster
 ## (bridge/sandbox/kube/deploy: Dockerfile, bridge.yaml; docs/kubernetes.md)
 BRIDGE_IMAGE ?= boxwire-bridge:latest
-bridge-image: engine
+bridge-image: image
 	@ctx=$$(mktemp -d) && trap 'rm -rf "$$ctx"' EXIT && \
 	  CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o "$$ctx/bridge" ./bridge && \
-	  base=$$(bash image/base-image.sh) && echo "bridge-image: $(BRIDGE_IMAGE) (certificates from $$base)" && \
-	  docker build -q --build-arg BASE=$$base -t $(BRIDGE_IMAGE) -f bridge/sandbox/kube/deploy/Dockerfile "$$ctx" >/dev/null
+	  echo "bridge-image: $(BRIDGE_IMAGE) (CA certificates from $(IMAGE))" && \
+	  docker build -q --build-arg BASE=$(IMAGE) -t $(BRIDGE_IMAGE) -f bridge/sandbox/kube/deploy/Dockerfile "$$ctx" >/dev/null
 
 ## bench-k8s: the pod-backed new-thread figures (cold and from the warm
 ## pool, beside a bare pod) on the test cluster (started and stopped as
