@@ -41,18 +41,29 @@ type jobArgs struct {
 	Input *string `json:"input"`
 }
 
-// Run reads the job's output. It does not block beyond file reads.
-func (t *jobOutput) Run(_ context.Context, call tool.Call) tool.Result {
-	var args jobArgs
+// fromCall decodes a job tool's arguments and finds the job they name;
+// bad is the tool's answer when they do not (not JSON, no id, no such
+// job).
+func (m *jobManager) fromCall(call tool.Call) (j *job, args jobArgs, bad *tool.Result) {
+	fail := func(r tool.Result) (*job, jobArgs, *tool.Result) { return nil, args, &r }
 	if err := tool.DecodeArgs(call.Args, &args); err != nil {
-		return tool.Failed("%v", err)
+		return fail(tool.Failed("%v", err))
 	}
 	if args.ID == nil {
-		return tool.Missing("id")
+		return fail(tool.Missing("id"))
 	}
-	j, err := t.jobs.lookup(*args.ID)
+	j, err := m.lookup(*args.ID)
 	if err != nil {
-		return tool.Failed("%v", err)
+		return fail(tool.Failed("%v", err))
+	}
+	return j, args, nil
+}
+
+// Run reads the job's output. It does not block beyond file reads.
+func (t *jobOutput) Run(_ context.Context, call tool.Call) tool.Result {
+	j, args, bad := t.jobs.fromCall(call)
+	if bad != nil {
+		return *bad
 	}
 	if args.Since != nil && *args.Since < 0 {
 		return tool.Failed("since must be 0 or more, got %d", *args.Since)
@@ -197,19 +208,12 @@ const writeSettle = 500 * time.Millisecond
 // Run writes the input and returns the output that followed. It blocks for
 // writeSettle, or less if the job ends or ctx ends.
 func (t *jobWrite) Run(ctx context.Context, call tool.Call) tool.Result {
-	var args jobArgs
-	if err := tool.DecodeArgs(call.Args, &args); err != nil {
-		return tool.Failed("%v", err)
-	}
-	if args.ID == nil {
-		return tool.Missing("id")
+	j, args, bad := t.jobs.fromCall(call)
+	if bad != nil {
+		return *bad
 	}
 	if args.Input == nil {
 		return tool.Missing("input")
-	}
-	j, err := t.jobs.lookup(*args.ID)
-	if err != nil {
-		return tool.Failed("%v", err)
 	}
 	if j.hasEnded() {
 		return tool.Failed("job %s has ended; nothing reads its input", j.id)
@@ -248,16 +252,9 @@ func (*jobKill) Parameters() json.RawMessage {
 
 // Run kills the job; it blocks until the job's processes are gone.
 func (t *jobKill) Run(_ context.Context, call tool.Call) tool.Result {
-	var args jobArgs
-	if err := tool.DecodeArgs(call.Args, &args); err != nil {
-		return tool.Failed("%v", err)
-	}
-	if args.ID == nil {
-		return tool.Missing("id")
-	}
-	j, err := t.jobs.lookup(*args.ID)
-	if err != nil {
-		return tool.Failed("%v", err)
+	j, _, bad := t.jobs.fromCall(call)
+	if bad != nil {
+		return *bad
 	}
 	already := j.hasEnded()
 	j.kill("killed")
