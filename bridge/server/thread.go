@@ -18,8 +18,11 @@ import (
 )
 
 const (
-	// agentSendBuffer is how many requests may wait for the agent writer.
-	agentSendBuffer = 64
+	// agentSendBuffer is how many requests (and, in the terminal relay,
+	// input frames) may wait for the agent writer; a sender finding it
+	// full waits up to agentSendWait. Every thread has both channels and a
+	// channel's buffer is allocated whole (16 envelopes: 1.3 KiB).
+	agentSendBuffer = 16
 	// agentSendWait bounds handing a request to a busy agent writer.
 	agentSendWait = 10 * time.Second
 	// inspectWait bounds asking the engine for a stopped sandbox's log.
@@ -82,8 +85,8 @@ func newThread(s *Server, id string, agent *websocket.Conn, b *fleet.Box, last u
 		Server: s.ctx, Group: &t.wg, Requests: t.toAgent, Input: t.term.input, LogEmpty: last == 0,
 	})
 	t.link.Start()
-	t.wg.Add(2)
-	go t.rotateTokens()     // llmtoken.go
+	t.watchTokens() // llmtoken.go
+	t.wg.Add(1)
 	go t.restoreApprovals() // approvals.go
 	return t
 }
