@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -29,6 +30,7 @@ type engineOptions struct {
 	storageClass string // the workspace claims' class ("": the cluster default)
 	kubeWS       string // kube.WorkspaceClaim or kube.WorkspaceEmptyDir
 	pullPolicy   string // the pods' image pull policy
+	startTimeout time.Duration
 }
 
 // engineFlags adds the engine flags to fs, with defaults from getenv.
@@ -38,6 +40,7 @@ func (e *engineOptions) engineFlags(fs *flag.FlagSet, getenv func(string) string
 	fs.StringVar(&e.namespace, "namespace", envOr(getenv, "BOXWIRE_NAMESPACE", kube.DefaultNamespace), "namespace of the sandbox pods and their workspace claims (--engine kubernetes)")
 	fs.StringVar(&e.storageClass, "storage-class", getenv("BOXWIRE_STORAGE_CLASS"), "StorageClass of the workspace claims (--engine kubernetes; default: the cluster's default class)")
 	fs.StringVar(&e.pullPolicy, "image-pull-policy", envOr(getenv, "BOXWIRE_IMAGE_PULL_POLICY", string(corev1.PullIfNotPresent)), "the pods' image pull policy: IfNotPresent, Always or Never (--engine kubernetes)")
+	fs.DurationVar(&e.startTimeout, "kube-start-timeout", envDur(getenv, "BOXWIRE_KUBE_START_TIMEOUT", kube.DefaultStartTimeout), "how long a new pod may take to run before its sandbox fails with why it does not (unschedulable, a claim that does not bind) (--engine kubernetes)")
 	fs.StringVar(&e.kubeWS, "kube-workspace", envOr(getenv, "BOXWIRE_KUBE_WORKSPACE", kube.WorkspaceClaim), "workspace of a pod: claim (a PersistentVolumeClaim that outlives the pod) or emptydir (ends with it)")
 }
 
@@ -53,6 +56,9 @@ func (e engineOptions) checkEngine() error {
 	default:
 		return fmt.Errorf("--image-pull-policy %q: want IfNotPresent, Always or Never", e.pullPolicy)
 	}
+	if e.startTimeout <= 0 {
+		return fmt.Errorf("--kube-start-timeout %v: want a positive duration", e.startTimeout)
+	}
 	if e.kubeWS != kube.WorkspaceClaim && e.kubeWS != kube.WorkspaceEmptyDir {
 		return fmt.Errorf("--kube-workspace %q: want %s or %s", e.kubeWS, kube.WorkspaceClaim, kube.WorkspaceEmptyDir)
 	}
@@ -67,7 +73,7 @@ func (o options) kubeConfig(log *slog.Logger) (kube.Config, error) {
 	cfg := kube.Config{
 		Kubeconfig: o.kubeconfig, Namespace: o.namespace, Logger: log.With("component", "sandbox"),
 		Defaults: o.limits, RuntimeClass: o.runtime, Workspace: o.kubeWS, StorageClass: o.storageClass,
-		PullPolicy: corev1.PullPolicy(o.pullPolicy),
+		PullPolicy: corev1.PullPolicy(o.pullPolicy), StartTimeout: o.startTimeout,
 	}
 	if o.workspaceSize > 0 {
 		cfg.WorkspaceSize = fmt.Sprint(o.workspaceSize)

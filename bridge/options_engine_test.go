@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/boxwire/boxwire/bridge/sandbox"
 	"github.com/boxwire/boxwire/bridge/sandbox/kube"
@@ -40,6 +41,9 @@ func TestEngineOptions(t *testing.T) {
 		{args: []string{"--engine", "kubernetes", "--image-pull-policy", "Never"},
 			check: func(c kube.Config) bool { return c.PullPolicy == "Never" }},
 		{args: []string{"--engine", "kubernetes", "--image-pull-policy", "sometimes"}, wantErr: `--image-pull-policy "sometimes"`},
+		{args: nil, check: func(c kube.Config) bool { return c.StartTimeout == kube.DefaultStartTimeout }},
+		{env: map[string]string{"BOXWIRE_KUBE_START_TIMEOUT": "15s"}, check: func(c kube.Config) bool { return c.StartTimeout == 15*time.Second }},
+		{args: []string{"--kube-start-timeout", "0s"}, wantErr: `--kube-start-timeout 0s`},
 		{args: []string{"--engine", "podman"}, wantErr: `--engine "podman": want docker or kubernetes`},
 		{args: []string{"--engine", "kubernetes", "--kube-workspace", "hostpath"}, wantErr: `--kube-workspace "hostpath"`},
 		{args: []string{"--engine", "kubernetes", "--seccomp", "/etc/profile.json"}, wantErr: `--seccomp "/etc/profile.json" on kubernetes`},

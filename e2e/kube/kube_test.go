@@ -2,8 +2,10 @@ package kube_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -301,5 +303,63 @@ func TestKubePodDeletedMidTurn(t *testing.T) {
 	}
 	if _, d := s.turn("hello again"); d.Reason != wire.ReasonStop {
 		t.Errorf("the next turn ended with %q", d.Reason)
+	}
+}
+
+// A pod that cannot be scheduled (here: the node tainted for the test's
+// length) fails the client's hello after --kube-start-timeout with the
+// scheduler's reason, and leaves no pod.
+func TestKubeUnschedulableIsClearError(t *testing.T) {
+	taintNode(t, corev1.Taint{Key: "boxwire.test/hold", Value: "1", Effect: corev1.TaintEffectNoSchedule})
+	e := newEnv(t, writeScript)
+	e.startBridge("--kube-start-timeout", "8s")
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	_, err := chat.Dial(ctx, chat.Config{URL: e.bridge + wire.Path, Token: e.token})
+	if err == nil || !strings.Contains(err.Error(), "not scheduled") || !strings.Contains(err.Error(), "untolerated taint") {
+		t.Fatalf("dial with no node to run on: %v", err)
+	}
+	t.Logf("the client's error: %v", err)
+	if strings.Contains(err.Error(), "unbound") { // the scheduler's first word, before the claim bound
+		t.Errorf("the error repeats a stale scheduling event: %v", err)
+	}
+	waitFor(t, "the pending pod gone", func() bool {
+		p, _, m := objectsOf(t, e.id)
+		return p+m == 0
+	})
+}
+
+// taintNode puts taint on every node until the test ends.
+func taintNode(t *testing.T, taint corev1.Taint) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), eventTimeout)
+	defer cancel()
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes.Items {
+		n.Spec.Taints = append(n.Spec.Taints, taint)
+		if _, err := cs.CoreV1().Nodes().Update(ctx, &n, metav1.UpdateOptions{}); err != nil {
+			t.Fatalf("taint node %s: %v", n.Name, err)
+		}
+		name := n.Name
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), eventTimeout)
+			defer cancel()
+			for range 10 { // a conflict with the kubelet's own update: read again
+				node, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					t.Errorf("untaint node %s: %v", name, err)
+					return
+				}
+				node.Spec.Taints = slices.DeleteFunc(node.Spec.Taints, func(x corev1.Taint) bool { return x.Key == taint.Key })
+				if _, err = cs.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err == nil {
+					return
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+			t.Errorf("node %s keeps the test's taint", name)
+		})
 	}
 }

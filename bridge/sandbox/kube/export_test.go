@@ -17,3 +17,6 @@ func (k *Kube) PodFor(spec sandbox.Spec) (*corev1.Pod, error) {
 
 // ObjectName exposes objectName.
 var ObjectName = objectName
+
+// NewestEvent exposes newestEvent.
+var NewestEvent = newestEvent

@@ -6,8 +6,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 
@@ -181,5 +183,24 @@ func TestNewRefusesBadConfig(t *testing.T) {
 			k.Close()
 			t.Errorf("New(%+v) accepted", cfg)
 		}
+	}
+}
+
+// The last warning of a pod is the one seen last, whichever API made it:
+// the scheduler's events (events.k8s.io) carry EventTime or a series, not
+// LastTimestamp.
+func TestNewestEvent(t *testing.T) {
+	at := func(s int) time.Time { return time.Date(2026, 1, 1, 0, 0, s, 0, time.UTC) }
+	evs := []corev1.Event{
+		{Message: "core, old", LastTimestamp: metav1.NewTime(at(10))},
+		{Message: "events API, series", EventTime: metav1.NewMicroTime(at(5)), Series: &corev1.EventSeries{LastObservedTime: metav1.NewMicroTime(at(30))}},
+		{Message: "events API, once", EventTime: metav1.NewMicroTime(at(20))},
+	}
+	if got := kube.NewestEvent(evs).Message; got != "events API, series" {
+		t.Fatalf("newest %q", got)
+	}
+	evs[0].LastTimestamp = metav1.NewTime(at(40))
+	if got := kube.NewestEvent(evs).Message; got != "core, old" {
+		t.Fatalf("newest %q", got)
 	}
 }

@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -165,16 +166,22 @@ func (k *Kube) whyWaiting(ctx context.Context, p *corev1.Pod) string {
 		return "the pod was never seen"
 	}
 	var why []string
+	unscheduled := false
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodScheduled && c.Status != corev1.ConditionTrue {
 			why = append(why, fmt.Sprintf("not scheduled: %s %s", c.Reason, c.Message))
+			unscheduled = true
 		}
 	}
 	if cs := agentStatus(p); cs != nil && cs.State.Waiting != nil {
 		why = append(why, fmt.Sprintf("container waiting: %s %s", cs.State.Waiting.Reason, cs.State.Waiting.Message))
 	}
-	if ev := k.lastWarning(ctx, p.Name); ev != "" {
-		why = append(why, "last event: "+ev)
+	// The scheduler's repeated failures are one event series that keeps
+	// its first message (events.k8s.io), so for a pod not scheduled its
+	// condition, which the scheduler rewrites, says it and the event could
+	// only contradict it.
+	if ev, ok := k.lastWarning(ctx, p.Name); ok && !(unscheduled && ev.Reason == "FailedScheduling") {
+		why = append(why, "last event: "+ev.Reason+": "+ev.Message)
 	}
 	if len(why) == 0 {
 		return "phase " + string(p.Status.Phase)
@@ -182,9 +189,9 @@ func (k *Kube) whyWaiting(ctx context.Context, p *corev1.Pod) string {
 	return strings.Join(why, "; ")
 }
 
-// lastWarning is the newest warning event about the pod name ("" if none
-// or the events cannot be read).
-func (k *Kube) lastWarning(ctx context.Context, name string) string {
+// lastWarning is the newest warning event about the pod name (false if
+// none or the events cannot be read).
+func (k *Kube) lastWarning(ctx context.Context, name string) (corev1.Event, bool) {
 	ctx, cancel := context.WithTimeout(ctx, connectWait)
 	defer cancel()
 	evs, err := k.cs.CoreV1().Events(k.ns).List(ctx, metav1.ListOptions{
@@ -192,9 +199,27 @@ func (k *Kube) lastWarning(ctx context.Context, name string) string {
 			fields.OneTermEqualSelector("type", corev1.EventTypeWarning)).String(),
 	})
 	if err != nil || len(evs.Items) == 0 {
-		return ""
+		return corev1.Event{}, false
 	}
-	sort.Slice(evs.Items, func(i, j int) bool { return evs.Items[i].LastTimestamp.Before(&evs.Items[j].LastTimestamp) })
-	e := evs.Items[len(evs.Items)-1]
-	return e.Reason + ": " + e.Message
+	return newestEvent(evs.Items), true
+}
+
+// newestEvent is the event of evs seen last. Events made through the
+// events.k8s.io API (the scheduler's) have no LastTimestamp in core/v1:
+// their time is EventTime, or their series' LastObservedTime when they
+// repeat.
+func newestEvent(evs []corev1.Event) corev1.Event {
+	seen := func(e corev1.Event) time.Time {
+		t := e.LastTimestamp.Time
+		for _, u := range []time.Time{e.FirstTimestamp.Time, e.EventTime.Time} {
+			if u.After(t) {
+				t = u
+			}
+		}
+		if e.Series != nil && e.Series.LastObservedTime.After(t) {
+			t = e.Series.LastObservedTime.Time
+		}
+		return t
+	}
+	return slices.MaxFunc(evs, func(a, b corev1.Event) int { return seen(a).Compare(seen(b)) })
 }
