@@ -65,6 +65,11 @@ type Book struct {
 
 	mu   sync.Mutex
 	held map[string]time.Time // threads, and when this bridge took each one's lease
+	// renewed is, per thread, when the last take or renewal of its lease
+	// that the store answered began: the lease runs at least until then
+	// plus the ttl, and may have run out after (Overdue).
+	renewed map[string]time.Time
+	peers   []store.Bridge // the other bridges, as the store listed them last
 	// starting counts the starts (a resume, a takeover) that took a
 	// thread's lease before its sandbox is made or adopted (Begin).
 	starting map[string]int
@@ -128,7 +133,7 @@ func New(st store.Leases, bridgeID string, ttl time.Duration, log *slog.Logger) 
 	b := make([]byte, 6)
 	_, _ = rand.Read(b) // never fails (crypto/rand)
 	return &Book{st: st, id: bridgeID, instance: bridgeID + "/" + hex.EncodeToString(b), ttl: ttl, log: log,
-		held: map[string]time.Time{}, starting: map[string]int{}}
+		held: map[string]time.Time{}, renewed: map[string]time.Time{}, starting: map[string]int{}}
 }
 
 // ClaimBridge takes the bridge's own lease. A lease another process holds
@@ -161,6 +166,7 @@ func (l *Book) ClaimBridge(ctx context.Context) error {
 // bridge's unexpired lease refuses it with a RelayedError, a
 // wire.Error (sandbox_unavailable) that names that bridge.
 func (l *Book) Acquire(ctx context.Context, thread string) error {
+	began := time.Now()
 	cur, err := l.st.AcquireLease(ctx, thread, l.id, l.ttl)
 	if errors.Is(err, store.ErrLeaseHeld) {
 		return RelayedError{Holder: cur.Holder, Err: wire.Error{Code: wire.CodeSandboxUnavailable, Message: fmt.Sprintf(
@@ -171,6 +177,7 @@ func (l *Book) Acquire(ctx context.Context, thread string) error {
 	}
 	l.mu.Lock()
 	l.held[thread] = time.Now()
+	l.renewed[thread] = began
 	l.mu.Unlock()
 	return nil
 }
@@ -203,13 +210,18 @@ type User interface {
 	Live() []string
 	LetGo(id string)
 	Peers(ctx context.Context)
+	// CutOff is told of the live threads whose lease has run out because
+	// the store did not answer this bridge's renewals (Overdue): another
+	// bridge may relay them by now.
+	CutOff(ctx context.Context, ids []string)
 }
 
 // Run renews the leases every third of their ttl until ctx ends: the
 // bridge's own, and those of u's live threads; a held thread no longer
 // live is released. A thread whose lease another bridge took (it expired:
 // this bridge could not renew it in time) goes to u.LetGo, which stops
-// relaying it. Then u.Peers catches up with the other bridges.
+// relaying it; one whose lease ran out while the store did not answer, to
+// u.CutOff. Then u.Peers catches up with the other bridges.
 func (l *Book) Run(ctx context.Context, u User) {
 	tick := time.NewTicker(l.ttl / 3)
 	defer tick.Stop()
@@ -221,6 +233,9 @@ func (l *Book) Run(ctx context.Context, u User) {
 		}
 		for _, id := range l.Renew(ctx, u.Live()) {
 			u.LetGo(id)
+		}
+		if over := l.Overdue(u.Live()); len(over) > 0 {
+			u.CutOff(ctx, over)
 		}
 		u.Peers(ctx)
 	}
@@ -237,12 +252,17 @@ func (l *Book) Holds(thread string) bool {
 
 // Renew renews the leases and returns the live threads another bridge
 // holds the lease of now; a lease the store could not renew (it is away)
-// is kept and tried again at the next tick.
+// is kept and tried again at the next tick. When the store does not renew
+// the bridge's own lease, the threads' are not tried this round (they
+// would wait for it too). Each call waits at most the ttl.
 func (l *Book) Renew(ctx context.Context, live []string) (lost []string) {
-	_, err := l.st.AcquireLease(ctx, bridgeLeasePrefix+l.id, l.instance, l.ttl)
-	if err != nil {
-		l.log.Error("renew the bridge's lease", "err", err)
+	octx, cancel := context.WithTimeout(ctx, l.ttl)
+	_, err := l.st.AcquireLease(octx, bridgeLeasePrefix+l.id, l.instance, l.ttl)
+	var peers []store.Bridge
+	if err == nil {
+		peers, _ = l.st.Bridges(octx) // kept for when the store does not answer (CutOff)
 	}
+	cancel()
 	l.mu.Lock()
 	switch {
 	case err != nil:
@@ -250,13 +270,23 @@ func (l *Book) Renew(ctx context.Context, live []string) (lost []string) {
 	case l.reachedSince.IsZero():
 		l.reachedSince = time.Now()
 	}
+	if peers != nil {
+		l.peers = peers
+	}
 	l.mu.Unlock()
+	if err != nil {
+		l.log.Error("renew the bridge's lease", "err", err)
+		return nil
+	}
 	now := map[string]bool{}
 	for _, id := range live {
 		now[id] = true
 		// Acquire renews; it also takes back a lease that ran out while
 		// the store was away, unless another bridge took the thread.
-		cur, err := l.st.AcquireLease(ctx, id, l.id, l.ttl)
+		began := time.Now()
+		tctx, cancel := context.WithTimeout(ctx, l.ttl)
+		cur, err := l.st.AcquireLease(tctx, id, l.id, l.ttl)
+		cancel()
 		switch {
 		case errors.Is(err, store.ErrLeaseHeld):
 			l.log.Warn("lease of a relayed thread lost: another bridge relays it now", "thread", id, "holder", cur.Holder, "epoch", cur.Epoch)
@@ -265,6 +295,10 @@ func (l *Book) Renew(ctx context.Context, live []string) (lost []string) {
 			delete(now, id)
 		case err != nil:
 			l.log.Error("renew a relayed thread's lease", "thread", id, "err", err)
+		default:
+			l.mu.Lock()
+			l.renewed[id] = began
+			l.mu.Unlock()
 		}
 	}
 	l.mu.Lock()
@@ -279,6 +313,7 @@ func (l *Book) Renew(ctx context.Context, live []string) (lost []string) {
 		default:
 			gone = append(gone, id)
 			delete(l.held, id)
+			delete(l.renewed, id)
 		}
 	}
 	l.mu.Unlock()
@@ -299,6 +334,7 @@ func (l *Book) Renew(ctx context.Context, live []string) (lost []string) {
 func (l *Book) Drop(ctx context.Context, thread string) {
 	l.mu.Lock()
 	delete(l.held, thread)
+	delete(l.renewed, thread)
 	l.mu.Unlock()
 	if err := l.st.ReleaseLease(ctx, thread, l.id); err != nil {
 		l.log.Warn("release a thread's lease", "thread", thread, "err", err)
@@ -310,7 +346,7 @@ func (l *Book) Drop(ctx context.Context, thread string) {
 func (l *Book) Release(ctx context.Context) error {
 	l.mu.Lock()
 	held, addr := l.held, l.address
-	l.held, l.address = map[string]time.Time{}, ""
+	l.held, l.renewed, l.address = map[string]time.Time{}, map[string]time.Time{}, ""
 	l.mu.Unlock()
 	var errs []error
 	if addr != "" {

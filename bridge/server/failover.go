@@ -28,7 +28,12 @@ type failover struct{ s *Server }
 func (f failover) Live() []string { return threadDirectory(f).Live() }
 
 // LetGo stops relaying thread id (letGo).
-func (f failover) LetGo(id string) { f.s.letGo(id) }
+func (f failover) LetGo(id string) { f.s.letGo(id, closeMoved) }
+
+// CutOff stops relaying the threads ids, whose leases ran out while the
+// store did not answer this bridge (cutoff.go), unless the store is down
+// for the other bridges too.
+func (f failover) CutOff(ctx context.Context, ids []string) { f.s.cutOff(ctx, ids) }
 
 // Peers catches up, on a store other bridges share, with what they did:
 // it takes over the threads of those that are gone (takeOverOrphans) and
@@ -47,13 +52,14 @@ func (f failover) Peers(ctx context.Context) {
 	}
 }
 
-// letGo stops relaying thread id, whose lease another bridge took: its
-// clients are closed (1001, closeMoved), its agent connection ends
+// letGo stops relaying thread id, whose lease another bridge took (or may
+// have taken: cutOff): its clients are closed (1001 with text), its agent
+// connection ends
 // without the loss being handled (no sandbox_exited, no replacement), and
 // its box leaves the fleet with its sandbox, workspace volume and folders
 // left to the new relay (fleet.LetGo). Nothing is written to the thread's
 // log. A thread not registered here is ignored.
-func (s *Server) letGo(id string) {
+func (s *Server) letGo(id, text string) {
 	unlock := s.fleet.LockThread(id)
 	defer unlock()
 	s.mu.Lock()
@@ -67,14 +73,14 @@ func (s *Server) letGo(id string) {
 	}
 	t.mu.Lock()
 	for _, c := range t.clients {
-		c.kick(closeGoingAway, closeMoved, nil)
+		c.kick(closeGoingAway, text, nil)
 	}
 	t.mu.Unlock()
 	t.shutdown(wire.Envelope{})
 	if err := s.fleet.LetGo(t.box, id); err != nil {
 		t.log.Error("let go of the sandbox of a thread another bridge relays", "err", err)
 	}
-	t.log.Warn("stopped relaying the thread: another bridge holds its lease", "box", t.box.ID())
+	t.log.Warn("stopped relaying the thread", "why", text, "box", t.box.ID())
 }
 
 // takeOverOrphans takes over, on a store other bridges share, every
