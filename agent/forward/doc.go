@@ -16,7 +16,9 @@
 // Out). A stream that carries nothing either way for Config.Idle is
 // closed. [Mux.Close] ends every stream and waits for its goroutines.
 //
-// [Listening] reads what listens on the sandbox's loopback from
-// /proc/net/tcp and /proc/net/tcp6 (leaving out the agent's own sockets),
-// and [Watch] reports it whenever it changes: the ports event.
+// [Listening] asks the kernel what listens on the sandbox's loopback over
+// sock_diag (a dump of the listening TCP sockets only), or reads
+// /proc/net/tcp and /proc/net/tcp6 where the kernel or the sandbox
+// runtime does not answer (gVisor), leaving out the agent's own sockets;
+// [Watch] reports it whenever it changes: the ports event.
 package forward

@@ -22,7 +22,11 @@ const tcpListen = "0A"
 // Tables are the files Listening reads, and Self the process whose own
 // sockets it leaves out; tests point them elsewhere.
 type Tables struct {
-	// TCP4 and TCP6 default to /proc/net/tcp and /proc/net/tcp6.
+	// TCP4 and TCP6 default to /proc/net/tcp and /proc/net/tcp6. With
+	// neither set, Listening and Watch first ask the kernel for the
+	// listening sockets over sock_diag (diag_linux.go: it walks only those,
+	// a table read walks every connection of the host), and read the
+	// default tables when it does not answer.
 	TCP4, TCP6 string
 	// FDs defaults to /proc/self/fd.
 	FDs string
@@ -46,11 +50,47 @@ func (t Tables) withDefaults() Tables {
 // port (the first address found, IPv4 first). Sockets of the agent's own
 // process (its TCP listener, the egress forwarder) are left out.
 func Listening(t Tables) ([]wire.Port, error) {
-	t = t.withDefaults()
-	return listening(t, newOwnSockets(t.FDs))
+	return newLister(t).list()
 }
 
-// listening is Listening with own telling the agent's sockets apart.
+// lister is Listening's state across the looks of a Watch: the agent's
+// own sockets, and the kernel's answer to ask first (listeningDiag; nil:
+// the tables are read).
+type lister struct {
+	t    Tables
+	own  *ownSockets
+	diag func(*ownSockets) ([]wire.Port, error)
+}
+
+func newLister(t Tables) *lister {
+	l := &lister{}
+	if t.TCP4 == "" && t.TCP6 == "" {
+		l.diag = listeningDiag
+	}
+	l.t = t.withDefaults()
+	l.own = newOwnSockets(l.t.FDs)
+	return l
+}
+
+// list is one look: from sock_diag while it answers, else from the tables.
+func (l *lister) list() ([]wire.Port, error) {
+	out, err := []wire.Port(nil), error(nil)
+	if l.diag != nil {
+		if out, err = l.diag(l.own); err != nil {
+			l.diag = nil // not asked again: this kernel or runtime (gVisor) does not answer
+		}
+	}
+	if l.diag == nil {
+		if out, err = listening(l.t, l.own); err != nil {
+			return nil, err
+		}
+	}
+	l.own.forgetUnasked()
+	slices.SortFunc(out, func(a, b wire.Port) int { return a.Port - b.Port })
+	return out, nil
+}
+
+// listening reads the tables, with own telling the agent's sockets apart.
 func listening(t Tables, own *ownSockets) ([]wire.Port, error) {
 	seen := map[int]bool{}
 	var out []wire.Port
@@ -74,8 +114,6 @@ func listening(t Tables, own *ownSockets) ([]wire.Port, error) {
 			}
 		}
 	}
-	own.forgetUnasked()
-	slices.SortFunc(out, func(a, b wire.Port) int { return a.Port - b.Port })
 	return out, nil
 }
 
@@ -183,13 +221,12 @@ func (o *ownSockets) forgetUnasked() {
 // when something listens). It returns when ctx ends; a table it cannot
 // read is skipped for that round.
 func Watch(ctx context.Context, t Tables, interval time.Duration, changed func([]wire.Port)) {
-	t = t.withDefaults()
-	own := newOwnSockets(t.FDs)
+	l := newLister(t)
 	var last []wire.Port
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
-		if now, err := listening(t, own); err == nil && !slices.Equal(now, last) {
+		if now, err := l.list(); err == nil && !slices.Equal(now, last) {
 			last = now
 			changed(now)
 		}
