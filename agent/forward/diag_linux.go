@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strconv"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -35,10 +36,12 @@ func listeningDiag(own *ownSockets) ([]wire.Port, error) {
 		return nil, fmt.Errorf("sock_diag: %w", err)
 	}
 	defer unix.Close(fd)
+	buf := diagBuffers.Get().(*[]byte)
+	defer diagBuffers.Put(buf)
 	seen := map[int]bool{}
 	var out []wire.Port
 	for i, family := range []uint8{unix.AF_INET, unix.AF_INET6} {
-		ports, err := dumpListening(fd, family, uint32(i+1), own)
+		ports, err := dumpListening(fd, *buf, family, uint32(i+1), own)
 		if err != nil {
 			return nil, err
 		}
@@ -52,9 +55,13 @@ func listeningDiag(own *ownSockets) ([]wire.Port, error) {
 	return out, nil
 }
 
+// diagBuffers are the receive buffers of listeningDiag, kept between the
+// looks of a watch (once a second) rather than made anew each time.
+var diagBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
 // dumpListening sends one dump request for family and reads its answer
-// until NLMSG_DONE.
-func dumpListening(fd int, family uint8, seq uint32, own *ownSockets) ([]wire.Port, error) {
+// into buf until NLMSG_DONE.
+func dumpListening(fd int, buf []byte, family uint8, seq uint32, own *ownSockets) ([]wire.Port, error) {
 	req := make([]byte, nlHdrLen+diagReqLen)
 	ne := binary.NativeEndian
 	ne.PutUint32(req[0:], uint32(len(req)))
@@ -67,7 +74,6 @@ func dumpListening(fd int, family uint8, seq uint32, own *ownSockets) ([]wire.Po
 		return nil, fmt.Errorf("sock_diag request: %w", err)
 	}
 	var out []wire.Port
-	buf := make([]byte, 32<<10)
 	for {
 		n, _, err := unix.Recvfrom(fd, buf, 0)
 		if err != nil {
