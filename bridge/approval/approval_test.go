@@ -165,3 +165,23 @@ func TestStreamHoldsASplitSecret(t *testing.T) {
 		t.Fatal("a tail is still held after the result")
 	}
 }
+
+// TestStreamMasksConfigSecrets: the values Config.Secrets returns (the
+// sandbox's rotating LLM tokens) are masked in tool output and results,
+// asked again at each event, so a rotated token is masked too.
+func TestStreamMasksConfigSecrets(t *testing.T) {
+	t.Parallel()
+	tokens := []string{"tok0-0123456789abcdef"}
+	g := approval.NewGate("t_1", nil, func(wire.Envelope) {}, approval.Config{Secrets: func() []string { return tokens }})
+	text := func(env wire.Envelope) string {
+		_, out, _ := g.Stream(env)
+		return string(out.Data)
+	}
+	if got := text(wire.MustNew(wire.TypeToolOutput, "t_1", "", wire.ToolOutput{CallID: "c1", Output: "a tok0-0123456789abcdef b\n"})); strings.Contains(got, "tok0") || !strings.Contains(got, policy.Mask) {
+		t.Errorf("tool_output %s", got)
+	}
+	tokens = append(tokens, "tok1-fedcba9876543210")
+	if got := text(wire.MustNew(wire.TypeToolResult, "t_1", "", wire.ToolResult{CallID: "c1", Output: "tok1-fedcba9876543210 tok0-0123456789abcdef"})); strings.Contains(got, "tok1") || strings.Contains(got, "tok0") {
+		t.Errorf("tool_result %s", got)
+	}
+}

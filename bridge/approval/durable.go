@@ -42,6 +42,10 @@ type Config struct {
 	Ctx context.Context
 	// Log receives what could not be stored; nil discards.
 	Log *slog.Logger
+	// Secrets, when set, returns more values to mask in tool output
+	// beside the policy's, asked at each redaction (the sandbox's live
+	// LLM proxy tokens, which rotate).
+	Secrets func() []string
 }
 
 func (c Config) log() *slog.Logger {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"sync"
 
+	"github.com/boxwire/boxwire/bridge/policy"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -62,9 +63,20 @@ func (g *Gate) Stream(env wire.Envelope) (before []wire.Envelope, out wire.Envel
 	return before, g.redact(env), true
 }
 
+// redactor is the thread's policy's redactor, with Config.Secrets.
+func (g *Gate) redactor() *policy.Redactor {
+	r := g.Policy().Redactor()
+	if g.cfg.Secrets != nil {
+		if more := g.cfg.Secrets(); len(more) > 0 {
+			r = r.With(more, nil)
+		}
+	}
+	return r
+}
+
 // redact masks secrets in tool output.
 func (g *Gate) redact(env wire.Envelope) wire.Envelope {
-	r := g.Policy().Redactor()
+	r := g.redactor()
 	switch env.Type {
 	case wire.TypeToolOutput:
 		var o wire.ToolOutput
@@ -94,7 +106,7 @@ func (g *Gate) holdOutput(env wire.Envelope) (wire.Envelope, bool) {
 	if env.Decode(&o) != nil {
 		return g.redact(env), true
 	}
-	r := g.Policy().Redactor()
+	r := g.redactor()
 	h := &g.held
 	h.mu.Lock()
 	s := h.calls[o.CallID].text + o.Output
@@ -119,7 +131,7 @@ func (g *Gate) holdOutput(env wire.Envelope) (wire.Envelope, bool) {
 // flushHeld returns the kept-back tails of the calls chosen by match as
 // masked tool_output events.
 func (g *Gate) flushHeld(match func(callID string) bool) []wire.Envelope {
-	r := g.Policy().Redactor()
+	r := g.redactor()
 	var out []wire.Envelope
 	for _, tl := range g.held.take(match) {
 		var o wire.ToolOutput

@@ -5,3 +5,8 @@ package fleet
 // the thread hands it to the agent in a claim. It is safe for concurrent
 // use.
 func (f *Fleet) LLMToken(b *Box) string { return f.px.SandboxToken(b.id) }
+
+// LLMTokens returns the LLM proxy tokens b's sandbox may use now
+// (boxproxy.LiveTokens), issuing none: the thread masks them in what the
+// sandbox sends its clients and the log.
+func (f *Fleet) LLMTokens(b *Box) []string { return f.px.LiveTokens(b.id) }

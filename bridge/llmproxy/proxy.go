@@ -186,7 +186,8 @@ func (p *Proxy) admit(w http.ResponseWriter, r *http.Request) ([]byte, chatReque
 		writeError(w, http.StatusBadRequest, "invalid_request_error", err.Error())
 		return nil, chat, false
 	}
-	if red, n := p.redactForModel(data); n > 0 { // redact.go
+	bearer, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if red, n := p.redactForModel(data, bearer); n > 0 { // redact.go
 		data = red
 		p.log.Info("masked secrets in tool output before the model saw it", "count", n)
 	}

@@ -64,3 +64,41 @@ func TestRedactForModel(t *testing.T) {
 		t.Errorf("other messages changed: %+v", got.Messages)
 	}
 }
+
+// TestRedactCallersToken: the sandbox token a call came with is masked in
+// its tool messages like any secret the bridge holds, with no
+// RedactForModel set.
+func TestRedactCallersToken(t *testing.T) {
+	const token = "sbx-0123456789abcdef0123456789abcdef"
+	bodies := make(chan string, 1)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		bodies <- string(b)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"choices":[{"message":{"role":"assistant","content":"ok"}}]}`)
+	}))
+	t.Cleanup(up.Close)
+	p, err := llmproxy.New(llmproxy.Config{Upstream: up.URL + "/v1", Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(p)
+	t.Cleanup(srv.Close)
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/chat/completions", strings.NewReader(`{"model":"m","messages":[
+		{"role":"tool","tool_call_id":"c1","content":"found `+token+` in memory"}]}`))
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	var got struct {
+		Messages []struct{ Content string } `json:"messages"`
+	}
+	if err := json.Unmarshal([]byte(<-bodies), &got); err != nil {
+		t.Fatal(err)
+	}
+	if c := got.Messages[0].Content; strings.Contains(c, token) || !strings.HasPrefix(c, "found [REDACTED] in memory\n[boxwire: 1 secret(s)") {
+		t.Errorf("the tool message upstream: %q", c)
+	}
+}

@@ -80,6 +80,27 @@ func (p *Proxies) SandboxToken(id string) string {
 	return b.boxes[id].cur.tok
 }
 
+// LiveTokens returns the tokens box id's proxy accepts now (the current
+// one and the one before while it is good), issuing none: secrets to mask
+// wherever the sandbox's output goes. It is safe for concurrent use.
+func (p *Proxies) LiveTokens(id string) []string {
+	b := &p.tokens
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	bt := b.boxes[id]
+	if bt == nil {
+		return nil
+	}
+	now, ttl := b.clock(), p.ttl()
+	var out []string
+	for _, t := range []issued{bt.cur, bt.prev} {
+		if t.tok != "" && now.Sub(t.at) < ttl {
+			out = append(out, t.tok)
+		}
+	}
+	return out
+}
+
 // FreshTokens starts box id's tokens anew, for a new sandbox on it (a new
 // proxy, or a sandbox recreated behind the same one): every token issued
 // before is refused from now on.
