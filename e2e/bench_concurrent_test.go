@@ -16,6 +16,10 @@ import (
 // new thread, so a new sandbox) are opened at a time.
 const concurrentOpen = 8
 
+// concurrentIdle is how long the sessions sit open and idle before their
+// commands start: what the machine does then is in the note.
+const concurrentIdle = 10 * time.Second
+
 // benchConcurrent: 100 sessions, each its own thread and sandbox, all
 // running a small command at once, on the run's bridge.
 func benchConcurrent(t *testing.T, e *env, r *report) {
@@ -52,11 +56,12 @@ type concurrent struct {
 	// session's opening to then.
 	burst, ended [3]float64
 	peak         float64
+	idle         string // cpuNote of the concurrentIdle before the commands
 }
 
 func (c concurrent) loadNote() string {
-	return fmt.Sprintf("load average %.1f/%.1f/%.1f as they started, %.1f/%.1f/%.1f when the last ended, 1-minute peak %.1f from the first opening",
-		c.burst[0], c.burst[1], c.burst[2], c.ended[0], c.ended[1], c.ended[2], c.peak)
+	return fmt.Sprintf("load average %.1f/%.1f/%.1f as they started, %.1f/%.1f/%.1f when the last ended, 1-minute peak %.1f from the first opening; in the %s before they started, all open and idle: %s",
+		c.burst[0], c.burst[1], c.burst[2], c.ended[0], c.ended[1], c.ended[2], c.peak, concurrentIdle, c.idle)
 }
 
 // runConcurrent opens n sessions, each a new thread with its own sandbox
@@ -112,6 +117,9 @@ func runConcurrent(t *testing.T, e *env, n int) concurrent {
 			errs[i] = err
 		})
 	}
+	cpu0 := takeCPU() // bench_cpu_test.go
+	time.Sleep(concurrentIdle)
+	c.idle = cpuNote(cpu0, takeCPU(), concurrentIdle, 4)
 	c.burst = loadAvg()
 	close(start)
 	wg.Wait()
