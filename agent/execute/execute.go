@@ -192,6 +192,8 @@ func (j *job) result() tool.Result {
 		res.Status, res.Err = wire.StatusInterrupted, "interrupted: the command and its child processes were killed"
 	case j.stopReason != "":
 		res.Status = j.stopReason
+	case j.oom != "":
+		res.Status, res.Err = wire.StatusOOMKilled, j.oom
 	case j.waitErr != nil && !errors.Is(j.waitErr, context.Canceled):
 		res.Err = fmt.Sprintf("wait for command: %v", j.waitErr)
 	}

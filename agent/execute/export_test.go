@@ -33,3 +33,7 @@ func Capture(limit int, full string, chunks ...string) (string, bool, int64) {
 	text, cut := c.text(full)
 	return text, cut, c.totalLines()
 }
+
+// CgroupPaths returns the cgroup v2 path and v1 memory controller path a
+// /proc/PID/cgroup file at path names. For tests of the cgroup lookup.
+func CgroupPaths(path string) (v2, v1 string) { return cgroupPaths(path) }

@@ -101,6 +101,11 @@ func (j *job) output(since *int64) tool.Result {
 		Truncated: from > 0 || from+n < total}
 	state, code := j.state()
 	res.Status, res.ExitCode = state, code
+	if state == wire.StatusOOMKilled {
+		j.mu.Lock()
+		res.Err = j.oom
+		j.mu.Unlock()
+	}
 	if res.Output != "" && !strings.HasSuffix(res.Output, "\n") {
 		res.Output += "\n"
 	}
@@ -165,8 +170,11 @@ func (j *job) state() (string, *int) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	code := j.code
-	if j.stopReason != "" {
+	switch {
+	case j.stopReason != "":
 		return j.stopReason, &code
+	case j.oom != "":
+		return wire.StatusOOMKilled, &code
 	}
 	return wire.StatusExited, &code
 }
@@ -257,7 +265,7 @@ func (t *jobKill) Run(_ context.Context, call tool.Call) tool.Result {
 		return *bad
 	}
 	already := j.hasEnded()
-	j.kill("killed")
+	j.kill(wire.StatusKilled)
 	res := j.output(nil)
 	if already {
 		res.Output = fmt.Sprintf("job %s had already ended\n%s", j.id, res.Output)

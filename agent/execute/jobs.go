@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/boxwire/boxwire/agent/shell"
+	"github.com/boxwire/boxwire/bridge/wire"
 )
 
 // wrapper prepares a command's shell before running it as a login shell:
@@ -32,6 +33,7 @@ type jobManager struct {
 	rows  uint16
 
 	memory *shellMemory // the threads' remembered shells (shellstate.go)
+	cgroup memCgroup    // the sandbox's memory cgroup, for OOM kills (oom.go)
 
 	mu        sync.Mutex
 	jobs      map[string]*job
@@ -55,6 +57,10 @@ type job struct {
 	done    chan struct{} // closed once the command ended and was cleaned up
 	limit   int
 	shell   *shellCall // the remembered shell's files; nil for a fresh shell
+	// oomBefore is the cgroup's OOM kill count when the command started;
+	// oomKnown is false when it could not be read (oom.go).
+	oomBefore int64
+	oomKnown  bool
 
 	mu         sync.Mutex
 	clean      *cleaner
@@ -67,6 +73,7 @@ type job struct {
 	code       int
 	waitErr    error
 	stopReason string // set when we stopped it: timed_out, interrupted, killed
+	oom        string // the error, when the OOM killer ended it (SIGKILL and a new OOM kill)
 	keptPath   string // the full-output file, once kept
 	cwd        string // where the remembered shell ended, once taken (shellstate.go)
 }
@@ -98,6 +105,7 @@ func (m *jobManager) start(command, script string, sc *shellCall, dir string, st
 	j.file = m.store.create(j.id)
 	j.clean = &cleaner{out: io.MultiWriter(j.capture, j.file)}
 	j.dir = dir
+	j.oomBefore, j.oomKnown = m.cgroup.oomKills()
 	if script == "" {
 		script = command
 	}
@@ -145,6 +153,9 @@ func (m *jobManager) watch(j *job) {
 	j.mu.Lock()
 	j.clean.FlushLine()
 	j.code, j.waitErr, j.ended = code, err, time.Now()
+	if j.stopReason == "" && m.oomKilled(j) {
+		j.oom = m.cgroup.oomMessage()
+	}
 	keep := j.background || j.capture.total > int64(j.limit)
 	if keep && j.file != nil {
 		j.keptPath = j.file.path
@@ -153,7 +164,7 @@ func (m *jobManager) watch(j *job) {
 	file := j.file
 	// A remembered shell's state is taken only from a command that ended
 	// by itself while its call waited (not killed, not in the background).
-	if j.shell != nil && !j.background && j.stopReason == "" && err == nil {
+	if j.shell != nil && !j.background && j.stopReason == "" && j.oom == "" && err == nil {
 		j.cwd = m.memory.commit(j.shell)
 	}
 	j.mu.Unlock()
@@ -166,6 +177,23 @@ func (m *jobManager) watch(j *job) {
 	// The next command's shell starts now, after this one ended, so that it
 	// reads the profile as this command left it.
 	m.refill(j.dir)
+}
+
+// sigkill is the exit code of a command killed by SIGKILL (128+9), as
+// the OOM killer kills.
+const sigkill = 137
+
+// oomKilled says whether j's command, which ended by itself, was killed
+// by the OOM killer: it died of SIGKILL (or its shell said so, exiting
+// 137) and the cgroup counted an OOM kill since it started. Another
+// command's OOM kill in the same window counts too; the sandbox ran out
+// of memory either way. Called with j.mu held.
+func (m *jobManager) oomKilled(j *job) bool {
+	if j.code != sigkill || !j.oomKnown {
+		return false
+	}
+	n, ok := m.cgroup.oomKills()
+	return ok && n > j.oomBefore
 }
 
 // Write receives the command's raw terminal output (from the process's
@@ -298,7 +326,7 @@ func (m *jobManager) Close() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			j.kill("killed")
+			j.kill(wire.StatusKilled)
 		}()
 	}
 	wg.Wait()

@@ -53,6 +53,13 @@ type Config struct {
 	// KillGrace is how long a stopped command's process group has between
 	// SIGTERM and SIGKILL; zero means DefaultKillGrace.
 	KillGrace time.Duration
+	// MemoryCgroup is the directory of the sandbox's memory cgroup (cgroup
+	// v2, or v1's memory controller): a command that dies of SIGKILL while
+	// its OOM kill count (memory.events' oom_kill, v1 memory.oom_control's)
+	// grows gets status oom_killed and an error naming the limit
+	// (memory.max, v1 memory.limit_in_bytes). DefaultMemoryCgroup (empty)
+	// finds the agent's own; NoMemoryCgroup turns the check off.
+	MemoryCgroup string
 	// Logger receives warnings about the output directory; nil discards
 	// them.
 	Logger *slog.Logger
@@ -118,6 +125,7 @@ func New(cfg Config) *Runner {
 		grace:  cfg.KillGrace,
 		env:    env,
 		memory: &shellMemory{dir: filepath.Join(filepath.Dir(outDir), "shell")},
+		cgroup: findMemoryCgroup(cfg.MemoryCgroup),
 		home:   envValue(env, "HOME"),
 		cols:   execCols,
 		rows:   execRows,

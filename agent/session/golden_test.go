@@ -108,10 +108,21 @@ func TestGoldenAgent(t *testing.T) {
 	if err := os.MkdirAll(workspace, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// A fake memory cgroup (512 MiB) that m7's command counts an OOM kill
+	// in, as the kernel would, before it dies of SIGKILL.
+	cgroup := filepath.Join(tmp, "cgroup")
+	if err := os.MkdirAll(cgroup, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, text := range map[string]string{"memory.events": "oom 0\noom_kill 0\n", "memory.max": "536870912\n"} {
+		if err := os.WriteFile(filepath.Join(cgroup, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	// HOME is the test's own, so that no login profile of this machine's
 	// (a pyenv rehash waiting for its lock) runs in the commands.
 	set := tools.New(tools.Config{Workspace: workspace, OutputDir: outDir, OutputLimit: 256, InputIdle: time.Second,
-		Env: []string{"HOME=" + tmp}})
+		Env: []string{"HOME=" + tmp}, MemoryCgroup: cgroup})
 	t.Cleanup(func() { _ = set.Close() })
 
 	gate, taken := make(chan struct{}), make(chan struct{})
@@ -136,6 +147,10 @@ func TestGoldenAgent(t *testing.T) {
 		{gate: gate, taken: taken},
 		// m6: the model endpoint fails.
 		{err: &loop.EndpointError{StatusCode: 429, Message: "rate limited"}, taken: errTaken},
+		// m7: a command the OOM killer ends.
+		{calls: []loop.ToolCall{execCall("call_7", `{"command":"printf 'oom 1\\noom_kill 1\\n' > `+
+			filepath.Join(cgroup, "memory.events")+`; kill -9 $$"}`)}},
+		{text: "It ran out of memory."},
 	}}
 	e := newEnv(t, session.Config{
 		Loop:     loop.Config{Model: model, Tools: set.All(), Workspace: workspace},
@@ -182,6 +197,10 @@ func TestGoldenAgent(t *testing.T) {
 	r.until("error_event", isType(wire.TypeError))
 	r.until("turn_done_error", isType(wire.TypeTurnDone))
 	close(gate)
+
+	c.send(userMessage("m7", "load it all"))
+	r.until("tool_result_oom_killed", resultOf(t, "call_7"))
+	r.until("", isType(wire.TypeTurnDone))
 
 	for name, env := range r.got {
 		if name == "" {

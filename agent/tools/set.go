@@ -68,6 +68,10 @@ type Config struct {
 	// "sandbox_paths": true — places in the sandbox itself, like its /tmp
 	// tmpfs; nil means DefaultSandboxRoots, an empty non-nil slice none.
 	SandboxRoots []string
+	// MemoryCgroup is the sandbox's memory cgroup directory, for telling
+	// a command the OOM killer ended (execute.Config.MemoryCgroup); empty
+	// means the agent's own.
+	MemoryCgroup string
 	// NoRipgrep makes grep use its Go search even when rg is in PATH.
 	NoRipgrep bool
 	// Logger receives debug logs of tool runs; nil discards them.
@@ -131,6 +135,7 @@ func New(cfg Config) *Set {
 		Env:            cfg.Env,
 		InputIdle:      cfg.InputIdle,
 		KillGrace:      cfg.KillGrace,
+		MemoryCgroup:   cfg.MemoryCgroup,
 		Logger:         cfg.Logger,
 	})
 	g := make(gate, MaxBlockingCalls) // gate.go

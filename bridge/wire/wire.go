@@ -175,6 +175,12 @@ const (
 	StatusInterrupted   = "interrupted"
 	StatusAwaitingInput = "awaiting_input"
 	StatusBackground    = "background"
+	// StatusKilled: job_kill stopped the job.
+	StatusKilled = "killed"
+	// StatusOOMKilled: the kernel's OOM killer ended the command (it died
+	// of SIGKILL while the sandbox's memory cgroup counted an OOM kill);
+	// ToolResult.Error says so and names the sandbox's memory limit.
+	StatusOOMKilled = "oom_killed"
 )
 
 // TurnDone is the payload of TypeTurnDone.
