@@ -38,7 +38,7 @@ export const ToolCall = obj({ call_id: str, name: str, arguments: json });
 export const ToolOutput = obj({ call_id: str, output: str });
 
 /** Statuses of a command in ToolResult.status. */
-export type ToolStatus = "exited" | "timed_out" | "interrupted" | "awaiting_input" | "background" | "killed" | "sandbox_lost";
+export type ToolStatus = "exited" | "timed_out" | "interrupted" | "awaiting_input" | "background" | "killed" | "oom_killed" | "sandbox_lost";
 
 export const ToolResult = obj({
   call_id: str,
