@@ -116,7 +116,7 @@ test: lint unit e2e sdk-typescript sdk-python web kube
 ## (installed when missing) against a real bridge and $(IMAGE)
 web: image build
 	@{ test -x /usr/bin/chromium && command -v openssl >/dev/null; } || \
-	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium openssl >/dev/null; }
+	  bash image/apt.sh install chromium openssl
 	cd bridge/web && npm ci --no-audit --no-fund && npm run check && npm run check-bundle && BOXWIRE_IMAGE=$(IMAGE) npm test
 
 ## sdk-python: the Python SDK (client/python) in a venv under build/: ruff,
@@ -124,7 +124,7 @@ web: image build
 PYVENV := build/pyvenv
 sdk-python: image build
 	@python3 -c 'import ensurepip, venv' 2>/dev/null || \
-	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null; }
+	  bash image/apt.sh install python3-venv
 	@test -x $(PYVENV)/bin/pip || python3 -m venv $(PYVENV)
 	$(PYVENV)/bin/pip install -q -e 'client/python[deepagents,dev]'
 	cd client/python && ../../$(PYVENV)/bin/ruff check src tests examples && ../../$(PYVENV)/bin/ruff format --check src tests examples

@@ -332,7 +332,7 @@ func ensureRunsc(t *testing.T) {
 		return string(out)
 	}
 	if _, err := exec.LookPath("runsc"); err != nil {
-		run("apt-get", "install", "-y", "runsc")
+		run("bash", "../image/apt.sh", "install", "runsc") // waits for the other installs of make test
 	}
 	info := run("docker", "info", "--format", "{{json .Runtimes}}")
 	if strings.Contains(info, `"runsc"`) {

@@ -21,8 +21,7 @@ fi
 
 echo "base: no registry answers; building $local_name with debootstrap" >&2
 if ! command -v debootstrap >/dev/null 2>&1; then
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null 2>&1 ||
-    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null; }
+  bash "$(dirname "$0")/apt.sh" install debootstrap
 fi
 dir=$(mktemp -d /var/tmp/boxwire-base.XXXXXX)
 trap 'rm -rf "$dir"' EXIT

@@ -15,9 +15,7 @@ fi
 
 if ! command -v dockerd >/dev/null 2>&1; then
   echo "engine: installing docker.io (Debian package)" >&2
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq docker.io >/dev/null
+  bash "$(dirname "$0")/apt.sh" install docker.io
 fi
 
 # A session's processes end without cleanup: a pid file may name a dead process.

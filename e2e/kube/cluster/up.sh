@@ -34,8 +34,7 @@ debroot=$cache/debroot
 if [ ! -x "$debroot/usr/bin/etcd" ] || [ ! -x "$debroot/usr/lib/cni/loopback" ]; then
   log "fetching etcd-server and containernetworking-plugins"
   command -v apt-get >/dev/null || { log "needs apt-get"; exit 1; }
-  (cd "$cache" && { apt-get download etcd-server containernetworking-plugins >/dev/null 2>&1 ||
-    { apt-get update -qq && apt-get download etcd-server containernetworking-plugins >/dev/null; }; })
+  (cd "$cache" && bash "$here/../../../image/apt.sh" download etcd-server containernetworking-plugins)
   for d in "$cache"/etcd-server_*.deb "$cache"/containernetworking-plugins_*.deb; do dpkg -x "$d" "$debroot"; done
 fi
 missing=()
@@ -44,7 +43,7 @@ for tp in containerd:containerd ctr:containerd runc:runc openssl:openssl nsenter
 done
 if [ ${#missing[@]} -gt 0 ]; then
   log "installing ${missing[*]}"
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  bash "$here/../../../image/apt.sh" install "${missing[@]}"
 fi
 command -v docker >/dev/null || { log "docker is missing: make engine installs it"; exit 1; }
 bin=$(bash "$here/build.sh")

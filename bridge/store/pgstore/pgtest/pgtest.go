@@ -179,12 +179,14 @@ func findOrInstall(ctx context.Context) (string, error) {
 	if bin := find(); bin != "" {
 		return bin, nil
 	}
-	for _, argv := range [][]string{{"apt-get", "update"}, {"apt-get", "install", "-y", "postgresql"}} {
-		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return "", fmt.Errorf("pgtest: no PostgreSQL found and %v failed: %w\n%s", argv, err, out)
-		}
+	// Under image/apt.sh's lock, so this waits for the other installs of
+	// make test (and dpkg's lock for anything else) instead of failing.
+	const install = "apt-get -o DPkg::Lock::Timeout=600 -y -qq install postgresql >/dev/null 2>&1 ||" +
+		" { apt-get update -qq && apt-get -o DPkg::Lock::Timeout=600 -y -qq install postgresql; }"
+	cmd := exec.CommandContext(ctx, "flock", "-w", "900", "/run/lock/boxwire-apt.lock", "sh", "-c", install)
+	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("pgtest: no PostgreSQL found and installing it failed: %w\n%s", err, out)
 	}
 	if bin := find(); bin != "" {
 		return bin, nil
