@@ -92,6 +92,10 @@ type Docker struct {
 	ws        *workspaces
 	closeOnce sync.Once
 
+	// removing holds a slot for each container removal in flight: at most
+	// maxRemovals at once (ops.go).
+	removing chan struct{}
+
 	// closing ends when Close is called; bg tracks the creates that go on
 	// after their caller left (create.go), which Close waits for.
 	closing context.Context
@@ -134,6 +138,7 @@ func NewDocker(cfg DockerConfig) (*Docker, error) {
 		runtime:  cfg.Runtime,
 		init:     cfg.Init,
 		ws:       ws,
+		removing: make(chan struct{}, maxRemovals),
 	}, nil
 }
 

@@ -12,6 +12,16 @@ import (
 	"github.com/moby/moby/client"
 )
 
+// maxRemovals is how many container removals Remove sends the engine at
+// once. Deleting 300 threads at once sent it 300 forced removals, and
+// dockerd 20.10 deadlocked in one run of three (libnetwork: an exiting
+// container's endpoint.Delete holds its network's lock while it waits on
+// the controller's watch channel, whose reader waits for that lock; every
+// sandbox is on the one `none` network). A few at a time keep the engine's
+// throughput (a removal is mostly the engine waiting for the kill and the
+// unmounts) without hundreds of exits on one network at once.
+const maxRemovals = 8
+
 // Inspect returns the sandbox's current state: Running, and ExitCode and
 // OOMKilled once it has stopped. A missing sandbox is an error wrapping
 // ErrNotFound.
@@ -69,7 +79,16 @@ func (d *Docker) Stop(ctx context.Context, id string, grace time.Duration) error
 // An engine under load may refuse or fail a removal for a while (a removal
 // already in progress, a mount still busy): Remove tries again, with a
 // growing pause, until the container is gone or ctx ends.
+//
+// At most maxRemovals removals reach the engine at once; the others wait
+// their turn (within ctx).
 func (d *Docker) Remove(ctx context.Context, id string) error {
+	select {
+	case d.removing <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("remove sandbox %s: waiting for the engine's other removals: %w", id, ctx.Err())
+	}
+	defer func() { <-d.removing }()
 	ws := d.cappedWorkspaceOf(ctx, id)
 	err := retryRemoval(ctx, func() error {
 		_, err := d.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true})
