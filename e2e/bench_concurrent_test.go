@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -25,7 +28,8 @@ const concurrentIdle = 10 * time.Second
 func benchConcurrent(t *testing.T, e *env, r *report) {
 	c := runConcurrent(t, e, 100)
 	r.add(figure{name: "concurrent_ok", value: float64(c.ok), unit: "of100", target: "all succeed", met: met(c.ok == 100),
-		note: fmt.Sprintf("100 sessions (own thread and sandbox each) ran `echo $((6*7))` at once; %s", c.loadNote())})
+		note: fmt.Sprintf("100 sessions (own thread and sandbox each) ran `echo $((6*7))` at once; open, each took %.1f MiB of the host's memory and %.0f of its threads; %s",
+			c.memPer, c.tasksPer, c.loadNote())})
 	r.add(figure{name: "concurrent_p50", value: medianMS(c.lat), unit: "ms", samples: msOf(c.lat),
 		target: "≤ 1 s", met: met(medianMS(c.lat) <= 1000), note: "latency of those commands, median"})
 	r.add(figure{name: "concurrent_p99", value: percentileMS(c.lat, 99), unit: "ms", note: "latency of those commands, 99th percentile"})
@@ -44,6 +48,10 @@ func benchConcurrent300(t *testing.T, _ *env, r *report) {
 			n, concurrentOpen, c.opened.Seconds(), c.loadNote())})
 	r.add(figure{name: "concurrent300_p50", value: medianMS(c.lat), unit: "ms", samples: msOf(c.lat), note: "latency of those commands, median"})
 	r.add(figure{name: "concurrent300_p99", value: percentileMS(c.lat, 99), unit: "ms", note: "latency of those commands, 99th percentile"})
+	r.add(figure{name: "concurrent300_host_per_sandbox", value: c.memPer, unit: "MiB",
+		note: "the host's memory in use (MemTotal − MemAvailable) with the sessions open and idle, less before the first, per sandbox: agent, shell, engine shim, kernel, the bridge's share"})
+	r.add(figure{name: "concurrent300_tasks_per_sandbox", value: c.tasksPer, unit: "tasks",
+		note: "the host's threads (/proc/loadavg) with the sessions open, less before, per sandbox: what counts against kernel.pid_max"})
 }
 
 // concurrent is what runConcurrent measured.
@@ -57,6 +65,10 @@ type concurrent struct {
 	burst, ended [3]float64
 	peak         float64
 	idle         string // cpuNote of the concurrentIdle before the commands
+	// memPer and tasksPer are the host's memory in use (MiB) and threads
+	// added per open session, read before the first opening and once all
+	// are open (hostUse).
+	memPer, tasksPer float64
 }
 
 func (c concurrent) loadNote() string {
@@ -76,6 +88,7 @@ func runConcurrent(t *testing.T, e *env, n int) concurrent {
 	var c concurrent
 	stopLoad := peakLoad(&c.peak)
 	defer stopLoad()
+	mem0, tasks0 := hostUse()
 	began := time.Now()
 	conns := make([]*chat.Conn, n)
 	errs := make([]error, n)
@@ -116,6 +129,10 @@ func runConcurrent(t *testing.T, e *env, n int) concurrent {
 			}
 			errs[i] = err
 		})
+	}
+	if len(threads) > 0 {
+		mem, tasks := hostUse()
+		c.memPer, c.tasksPer = (mem-mem0)/float64(len(threads)), float64(tasks-tasks0)/float64(len(threads))
 	}
 	cpu0 := takeCPU() // bench_cpu_test.go
 	time.Sleep(concurrentIdle)
@@ -162,4 +179,26 @@ func peakLoad(peak *float64) (stop func()) {
 	}()
 	var once sync.Once
 	return func() { once.Do(func() { close(quit); <-done }) }
+}
+
+// hostUse returns the host's memory in use, MemTotal − MemAvailable in
+// MiB, and how many threads (tasks) it runs; zeros when /proc cannot be
+// read.
+func hostUse() (mib float64, tasks int) {
+	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
+		kib := map[string]float64{}
+		for line := range strings.Lines(string(data)) {
+			if f := strings.Fields(line); len(f) >= 2 {
+				kib[strings.TrimSuffix(f[0], ":")], _ = strconv.ParseFloat(f[1], 64)
+			}
+		}
+		mib = (kib["MemTotal"] - kib["MemAvailable"]) / 1024
+	}
+	if data, err := os.ReadFile("/proc/loadavg"); err == nil {
+		if f := strings.Fields(string(data)); len(f) >= 4 {
+			_, all, _ := strings.Cut(f[3], "/")
+			tasks, _ = strconv.Atoi(all)
+		}
+	}
+	return mib, tasks
 }
