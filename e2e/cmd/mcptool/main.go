@@ -11,10 +11,13 @@
 //     call is cancelled, then appends "cancelled";
 //   - crash: exits at once with status 3;
 //   - fail: answers a tool error;
-//   - env: answers the names of its environment variables.
+//   - env: answers the names of its environment variables;
+//   - grow (with --grow only): adds the tool "grown", so that the server
+//     sends notifications/tools/list_changed.
 //
 // With --http ADDR it serves streamable HTTP on ADDR and requires
-// "Authorization: Bearer $MCPTOOL_HTTP_TOKEN".
+// "Authorization: Bearer $MCPTOOL_HTTP_TOKEN". --page-size N lists at
+// most N tools a page (tools/list's cursors).
 package main
 
 import (
@@ -36,17 +39,22 @@ import (
 func main() {
 	httpAddr := flag.String("http", "", "serve streamable HTTP on this address instead of stdio")
 	name := flag.String("name", "mcptool", "the server's name")
+	pageSize := flag.Int("page-size", 0, "list at most this many tools a page (0: the SDK's default)")
+	grow := flag.Bool("grow", false, "offer the tool grow")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *name, *httpAddr); err != nil && !errors.Is(err, context.Canceled) {
+	srv := newServer(*name, &mcp.ServerOptions{PageSize: *pageSize})
+	if *grow {
+		addGrow(srv)
+	}
+	if err := run(ctx, srv, *httpAddr); err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintln(os.Stderr, "mcptool:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, name, httpAddr string) error {
-	srv := newServer(name)
+func run(ctx context.Context, srv *mcp.Server, httpAddr string) error {
 	if httpAddr == "" {
 		return srv.Run(ctx, &mcp.StdioTransport{})
 	}
@@ -76,8 +84,8 @@ func text(s string) *mcp.CallToolResult {
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
 }
 
-func newServer(name string) *mcp.Server {
-	srv := mcp.NewServer(&mcp.Implementation{Name: name, Version: "0.1.0"}, nil)
+func newServer(name string, opts *mcp.ServerOptions) *mcp.Server {
+	srv := mcp.NewServer(&mcp.Implementation{Name: name, Version: "0.1.0"}, opts)
 	mcp.AddTool(srv, &mcp.Tool{Name: "echo", Description: "Echo the text back."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in echoArgs) (*mcp.CallToolResult, any, error) {
 			if tok := req.Params.GetProgressToken(); tok != nil {
@@ -120,6 +128,18 @@ func newServer(name string) *mcp.Server {
 			return text(strings.Join(names, " ")), nil, nil
 		})
 	return srv
+}
+
+// addGrow adds the tool grow, which adds the tool grown.
+func addGrow(srv *mcp.Server) {
+	mcp.AddTool(srv, &mcp.Tool{Name: "grow", Description: "Add the tool grown."},
+		func(context.Context, *mcp.CallToolRequest, none) (*mcp.CallToolResult, any, error) {
+			mcp.AddTool(srv, &mcp.Tool{Name: "grown", Description: "Added by grow."},
+				func(context.Context, *mcp.CallToolRequest, none) (*mcp.CallToolResult, any, error) {
+					return text("grown"), nil, nil
+				})
+			return text("added grown"), nil, nil
+		})
 }
 
 // note appends word to $MCPTOOL_CANCEL_FILE, if set.
