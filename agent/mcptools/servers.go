@@ -9,8 +9,6 @@ import (
 	"os/exec"
 	"strings"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/boxwire/boxwire/agent/tool"
 	"github.com/boxwire/boxwire/internal/mcpclient"
 )
@@ -107,12 +105,9 @@ type server struct {
 	conn *mcpclient.Conn
 }
 
-// dial starts the server's command and initializes a session.
-func (s *server) dial(ctx context.Context, listChanged func()) (*mcp.ClientSession, error) {
-	client := mcp.NewClient(&mcp.Implementation{Name: "boxwire-agent"}, &mcp.ClientOptions{
-		Capabilities:           &mcp.ClientCapabilities{},
-		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { listChanged() },
-	})
+// dial starts the server's command and initializes a session
+// (mcpclient.DialCommand: the agent's own stdio client).
+func (s *server) dial(ctx context.Context, listChanged func()) (mcpclient.Session, error) {
 	cmd := exec.Command(s.cfg.Command[0], s.cfg.Command[1:]...)
 	cmd.Dir = s.cfg.Dir
 	if cmd.Dir == "" {
@@ -122,7 +117,9 @@ func (s *server) dial(ctx context.Context, listChanged func()) (*mcp.ClientSessi
 	for k, v := range s.cfg.Env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	sess, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: mcpclient.TerminateWait}, nil)
+	sess, err := mcpclient.DialCommand(ctx, cmd, mcpclient.CommandConfig{
+		Client: mcpclient.Implementation{Name: "boxwire-agent"}, ListChanged: listChanged, Logger: s.log,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", s.cfg.Command[0], err)
 	}
@@ -132,7 +129,7 @@ func (s *server) dial(ctx context.Context, listChanged func()) (*mcp.ClientSessi
 // mcpTool is one tool of a server, as the model sees it.
 type mcpTool struct {
 	srv   *server
-	def   *mcp.Tool
+	def   mcpclient.Tool
 	name  string
 	limit int
 }
@@ -156,7 +153,7 @@ func (t *mcpTool) Run(ctx context.Context, call tool.Call) tool.Result {
 	}
 	cctx, cancel := context.WithTimeout(ctx, t.srv.cfg.CallTimeout)
 	defer cancel()
-	res, err := sess.CallTool(cctx, &mcp.CallToolParams{Name: t.def.Name, Arguments: args})
+	res, err := sess.CallTool(cctx, mcpclient.CallParams{Name: t.def.Name, Arguments: args})
 	switch {
 	case err == nil:
 		return t.result(res)
@@ -172,7 +169,7 @@ func (t *mcpTool) Run(ctx context.Context, call tool.Call) tool.Result {
 }
 
 // result is the tool's text (mcpclient.Text), capped at the output limit.
-func (t *mcpTool) result(res *mcp.CallToolResult) tool.Result {
+func (t *mcpTool) result(res *mcpclient.CallToolResult) tool.Result {
 	out := mcpclient.Text(res)
 	r := tool.Result{Output: out}
 	if len(out) > t.limit {

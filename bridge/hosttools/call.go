@@ -7,8 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/boxwire/boxwire/bridge/wire"
 	"github.com/boxwire/boxwire/internal/mcpclient"
 )
@@ -22,9 +20,9 @@ func (s *server) call(ctx context.Context, tool string, args map[string]any, id 
 	if err != nil {
 		return wire.HostResult{Error: fmt.Sprintf("host tool server %s is unavailable: %v", s.cfg.Name, err)}
 	}
-	params := &mcp.CallToolParams{Name: tool, Arguments: args}
+	params := mcpclient.CallParams{Name: tool, Arguments: args}
 	if say != nil {
-		defer s.relayProgress(params, id, say)()
+		defer s.relayProgress(&params, id, say)()
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
 	defer cancel()
@@ -54,9 +52,9 @@ func (s *server) call(ctx context.Context, tool string, args map[string]any, id 
 // handed on then, which the SDK may deliver after the call's result
 // (notifications are handled apart from responses), is waited for, and
 // any later one dropped, so that no progress follows the result.
-func (s *server) relayProgress(params *mcp.CallToolParams, id string, say func(string)) (end func()) {
+func (s *server) relayProgress(params *mcpclient.CallParams, id string, say func(string)) (end func()) {
 	tok := fmt.Sprintf("%s#%d", id, s.calls.Add(1))
-	params.SetProgressToken(tok)
+	params.ProgressToken = tok
 	r := &progressRelay{say: say}
 	s.pmu.Lock()
 	if s.progress == nil {
@@ -103,12 +101,12 @@ func (s *server) stderrWords() string {
 	s.mu.Lock()
 	t := s.stderr
 	s.mu.Unlock()
-	return t.words()
+	return t.Words()
 }
 
 // result converts a tool's result: its text (mcpclient.Text), capped;
 // an error result's text goes in Error too.
-func result(res *mcp.CallToolResult) wire.HostResult {
+func result(res *mcpclient.CallToolResult) wire.HostResult {
 	out := wire.HostResult{Output: capped(mcpclient.Text(res))}
 	if res.IsError {
 		out.Error = "the tool reported an error"
@@ -134,40 +132,4 @@ func firstLine(s string) string {
 		line = strings.ToValidUTF8(line[:200], "") + "…"
 	}
 	return line
-}
-
-// tail keeps the last tailBytes written to it: a command's stderr.
-type tail struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-const tailBytes = 2048
-
-// Write keeps the end of p.
-func (t *tail) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if len(t.buf) > tailBytes {
-		t.buf = append([]byte(nil), t.buf[len(t.buf)-tailBytes:]...)
-	}
-	return len(p), nil
-}
-
-// words is "; its standard error ended: ..." or "" (nil t too).
-func (t *tail) words() string {
-	if t == nil {
-		return ""
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	w := strings.TrimSpace(strings.ToValidUTF8(string(t.buf), ""))
-	if w == "" {
-		return ""
-	}
-	if i := strings.LastIndexByte(w, '\n'); i >= 0 && len(w)-i < 400 && i > len(w)-400 {
-		w = w[max(0, len(w)-400):]
-	}
-	return "; its standard error ended: " + w
 }

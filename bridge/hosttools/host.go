@@ -146,7 +146,7 @@ func (h *Host) offered(ctx context.Context, sc Scope, errs *[]string) []entry {
 }
 
 // toolDef is t as the agent offers it, named name.
-func toolDef(name string, t *mcp.Tool) wire.HostTool {
+func toolDef(name string, t mcpclient.Tool) wire.HostTool {
 	return wire.HostTool{Name: name, Description: t.Description, InputSchema: mcpclient.Schema(t)}
 }
 
@@ -213,15 +213,16 @@ type server struct {
 	conn *mcpclient.Conn
 
 	mu     sync.Mutex
-	stderr *tail // the last started command's last words
+	stderr *mcpclient.Tail // the last started command's last words
 
 	calls    atomic.Uint64             // numbers the calls' progress tokens
 	pmu      sync.Mutex                // progress only: the SDK's handlers take it
 	progress map[string]*progressRelay // by progress token (call.go)
 }
 
-// dial starts or reaches the server and initializes a session.
-func (s *server) dial(ctx context.Context, listChanged func()) (*mcp.ClientSession, error) {
+// dial starts or reaches the server and initializes a session with the
+// MCP Go SDK (sdk.go).
+func (s *server) dial(ctx context.Context, listChanged func()) (mcpclient.Session, error) {
 	client := mcp.NewClient(&mcp.Implementation{Name: "boxwire-bridge", Version: s.h.cfg.Software}, &mcp.ClientOptions{
 		Capabilities:                &mcp.ClientCapabilities{},
 		ToolListChangedHandler:      func(context.Context, *mcp.ToolListChangedRequest) { listChanged() },
@@ -229,13 +230,13 @@ func (s *server) dial(ctx context.Context, listChanged func()) (*mcp.ClientSessi
 	})
 	var (
 		transport mcp.Transport
-		stderr    *tail
+		stderr    *mcpclient.Tail
 	)
 	if len(s.cfg.Command) > 0 {
 		cmd := exec.Command(s.cfg.Command[0], s.cfg.Command[1:]...)
 		cmd.Dir = s.cfg.Dir
 		cmd.Env = s.env()
-		stderr = &tail{}
+		stderr = &mcpclient.Tail{}
 		cmd.Stderr = stderr
 		transport = &mcp.CommandTransport{Command: cmd, TerminateDuration: mcpclient.TerminateWait}
 	} else {
@@ -247,12 +248,12 @@ func (s *server) dial(ctx context.Context, listChanged func()) (*mcp.ClientSessi
 	}
 	sess, err := client.Connect(ctx, transport, nil)
 	if err != nil {
-		return nil, fmt.Errorf("connect: %w%s", err, stderr.words())
+		return nil, fmt.Errorf("connect: %w%s", err, stderr.Words())
 	}
 	s.mu.Lock()
 	s.stderr = stderr
 	s.mu.Unlock()
-	return sess, nil
+	return &sdkSession{cs: sess}, nil
 }
 
 // env is a command's environment: a few of the bridge's variables, then

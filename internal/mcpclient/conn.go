@@ -7,8 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // Timing of the MCP traffic.
@@ -20,14 +18,14 @@ const (
 	// asked again (a tools/list_changed notification drops it at once).
 	ListFresh = time.Minute
 	// TerminateWait is how long a stdio server has to exit after its
-	// stdin closes before it is signalled (mcp.CommandTransport).
+	// stdin closes before it is signalled, and again before it is killed.
 	TerminateWait = 2 * time.Second
 )
 
 // Dial starts or reaches a server and initializes a session within ctx.
-// The client it makes must call listChanged on a tools/list_changed
-// notification (mcp.ClientOptions.ToolListChangedHandler).
-type Dial func(ctx context.Context, listChanged func()) (*mcp.ClientSession, error)
+// The session must call listChanged on a tools/list_changed notification
+// (CommandConfig.ListChanged).
+type Dial func(ctx context.Context, listChanged func()) (Session, error)
 
 // Group owns the session watchers of the Conns it made: Close ends every
 // session and waits for them. It is safe for concurrent use.
@@ -64,9 +62,9 @@ type Conn struct {
 	log *slog.Logger
 
 	mu     sync.Mutex
-	sess   *mcp.ClientSession
+	sess   Session
 	ended  chan struct{} // closed when sess has ended (watch)
-	tools  []*mcp.Tool
+	tools  []Tool
 	listed time.Time
 	stale  atomic.Bool // tools/list_changed came: list again
 	failed time.Time   // when the last connect failed
@@ -112,7 +110,7 @@ func (g *Group) track() bool {
 // Session returns the live session and a channel closed once it has
 // ended, connecting first (within ConnectWait) when there is none. It
 // blocks while it connects, or until ctx ends.
-func (c *Conn) Session(ctx context.Context) (*mcp.ClientSession, <-chan struct{}, error) {
+func (c *Conn) Session(ctx context.Context) (Session, <-chan struct{}, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.sess != nil {
@@ -144,7 +142,7 @@ func (c *Conn) Session(ctx context.Context) (*mcp.ClientSession, <-chan struct{}
 
 // watch waits for sess to end (the process exited, the server hung up)
 // and forgets it, so that the next use connects again.
-func (c *Conn) watch(sess *mcp.ClientSession, ended chan struct{}) {
+func (c *Conn) watch(sess Session, ended chan struct{}) {
 	defer c.g.wg.Done()
 	err := sess.Wait()
 	_ = sess.Close() // releases what the session still holds
@@ -159,7 +157,7 @@ func (c *Conn) watch(sess *mcp.ClientSession, ended chan struct{}) {
 
 // Drop closes the live session if it is sess (whichever it is when sess
 // is nil); the next use connects again.
-func (c *Conn) Drop(sess *mcp.ClientSession) {
+func (c *Conn) Drop(sess Session) {
 	c.mu.Lock()
 	cur := c.sess
 	if cur == nil || (sess != nil && cur != sess) {
@@ -172,7 +170,7 @@ func (c *Conn) Drop(sess *mcp.ClientSession) {
 }
 
 // Live reports whether sess is still the live session.
-func (c *Conn) Live(sess *mcp.ClientSession) bool {
+func (c *Conn) Live(sess Session) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.sess == sess
@@ -182,7 +180,7 @@ func (c *Conn) Live(sess *mcp.ClientSession) bool {
 // asking the server when the cached list is older than ListFresh or the
 // server said it changed. It blocks at most ConnectWait for each, or
 // until ctx ends.
-func (c *Conn) Tools(ctx context.Context) ([]*mcp.Tool, error) {
+func (c *Conn) Tools(ctx context.Context) ([]Tool, error) {
 	sess, _, err := c.Session(ctx)
 	if err != nil {
 		return nil, err
@@ -196,12 +194,12 @@ func (c *Conn) Tools(ctx context.Context) ([]*mcp.Tool, error) {
 	c.mu.Unlock()
 	lctx, cancel := context.WithTimeout(ctx, ConnectWait)
 	defer cancel()
-	var tools []*mcp.Tool
-	for t, err := range sess.Tools(lctx, nil) {
-		if err != nil {
-			return nil, fmt.Errorf("list tools: %w", err)
-		}
-		tools = append(tools, t)
+	tools, err := sess.ListTools(lctx)
+	if err != nil {
+		return nil, fmt.Errorf("list tools: %w", err)
+	}
+	if tools == nil {
+		tools = []Tool{} // listed: cached even when there are none
 	}
 	c.mu.Lock()
 	if c.sess == sess {
