@@ -1,11 +1,13 @@
 package execute_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/boxwire/boxwire/agent/execute"
 	"github.com/boxwire/boxwire/agent/tool"
@@ -160,4 +162,68 @@ func TestCgroupPaths(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestStoppedCommandNotOOMKilled: a command that execute or job_kill
+// stopped keeps that status although it died of SIGKILL while the cgroup
+// counted an OOM kill (it ignores SIGHUP and SIGTERM, so only the SIGKILL
+// after the grace period ends it).
+func TestStoppedCommandNotOOMKilled(t *testing.T) {
+	const end = "trap '' HUP TERM; sleep 30"
+	tests := []struct {
+		name   string
+		status string
+		stop   func(t *testing.T, r *execute.Runner, command, counted string) tool.Result
+	}{
+		{"timed out", wire.StatusTimedOut, func(t *testing.T, r *execute.Runner, command, _ string) tool.Result {
+			return call(t, r, "execute", map[string]any{"command": command, "timeout": 1})
+		}},
+		{"interrupted", wire.StatusInterrupted, func(t *testing.T, r *execute.Runner, command, counted string) tool.Result {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			stopped := make(chan struct{})
+			go func() { // cancels once the kill is counted, or after callLimit/2: the test then fails on the count
+				defer close(stopped)
+				defer cancel()
+				for end := time.Now().Add(callLimit / 2); time.Now().Before(end) && !counts(counted); {
+					time.Sleep(10 * time.Millisecond)
+				}
+			}()
+			defer func() { <-stopped }()
+			return callWith(t, ctx, r, tool.Call{ID: "c1"}, "execute", map[string]any{"command": command})
+		}},
+		{"job_kill", wire.StatusKilled, func(t *testing.T, r *execute.Runner, command, counted string) tool.Result {
+			bg := call(t, r, "execute", map[string]any{"command": command, "background": true})
+			if bg.Status != wire.StatusBackground {
+				t.Fatalf("result %+v", bg)
+			}
+			waitCounted(t, counted)
+			return call(t, r, "job_kill", map[string]any{"id": bg.JobID})
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := fakeCgroup(t, map[string]string{"memory.events": "oom_kill 0\n", "memory.max": "134217728\n"})
+			r, _ := newRunner(t, execute.Config{MemoryCgroup: dir, KillGrace: 100 * time.Millisecond})
+			res := tt.stop(t, r, oomCommand(dir, "memory.events", "1", end), filepath.Join(dir, "memory.events"))
+			if got := readFile(t, filepath.Join(dir, "memory.events")); !strings.Contains(got, "oom_kill 1") {
+				t.Fatalf("the command did not count the kill: %q", got)
+			}
+			if res.Status != tt.status || res.ExitCode == nil || *res.ExitCode != 137 || strings.Contains(res.Err, "memory") {
+				t.Errorf("result %+v, want %s, exit code 137, no word of memory", res, tt.status)
+			}
+		})
+	}
+}
+
+// waitCounted waits until the fake cgroup's events file counts a kill.
+func waitCounted(t *testing.T, events string) {
+	t.Helper()
+	testutil.Eventually(t, "the command counting a kill", callLimit, func() bool { return counts(events) })
+}
+
+// counts says whether the fake cgroup's events file counts a kill.
+func counts(events string) bool {
+	data, err := os.ReadFile(events)
+	return err == nil && strings.Contains(string(data), "oom_kill 1")
 }
