@@ -235,7 +235,9 @@ func normalize(t *testing.T, env wire.Envelope, paths map[string]string) []byte 
 		r := decode[wire.ToolResult](t, env)
 		if r.Status == wire.StatusTimedOut && r.ExitCode != nil && *r.ExitCode == 128+int(syscall.SIGTERM) {
 			*r.ExitCode = 128 + int(syscall.SIGHUP)
+			seq := env.Seq
 			env = wire.MustNew(env.Type, env.Thread, env.ID, r)
+			env.Seq = seq
 		}
 	}
 	raw, err := wire.Marshal(env)
@@ -272,5 +274,22 @@ func checkGolden(t *testing.T, name string, got []byte) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Errorf("the agent sends something else than %s (run with -update if that is intended):\n got: %s\nwant: %s", path, got, want)
+	}
+}
+
+// The SIGTERM-to-SIGHUP rewrite of a timed-out result keeps the rest of
+// the envelope as the agent sent it (its seq was lost once, failing the
+// golden comparison whenever SIGTERM won under load).
+func TestNormalizeTimedOutKeepsSeq(t *testing.T) {
+	code := 128 + int(syscall.SIGTERM)
+	env := wire.MustNew(wire.TypeToolResult, goldenThread, "m3", wire.ToolResult{CallID: "c", Name: "execute", Status: wire.StatusTimedOut, ExitCode: &code})
+	env.Seq = 26
+	var got wire.Envelope
+	if err := json.Unmarshal(normalize(t, env, nil), &got); err != nil {
+		t.Fatal(err)
+	}
+	r := decode[wire.ToolResult](t, got)
+	if got.Seq != 26 || r.ExitCode == nil || *r.ExitCode != 128+int(syscall.SIGHUP) {
+		t.Errorf("normalized: seq %d, exit code %v; want seq 26 and SIGHUP's code", got.Seq, r.ExitCode)
 	}
 }
