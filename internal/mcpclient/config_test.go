@@ -67,3 +67,29 @@ func TestMatchAny(t *testing.T) {
 		}
 	}
 }
+
+// TestNames: a server's name is 1-64 and a prefix 0-32 ASCII letters,
+// digits, _ or -.
+func TestNames(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ok   bool
+	}{
+		{"a", true}, {"A-z_09", true}, {strings.Repeat("n", 64), true},
+		{"", false}, {strings.Repeat("n", 65), false}, {"a b", false}, {"a\n", false}, {"é", false}, {"a.b", false},
+	} {
+		if err := mcpclient.CheckName(tc.name); (err == nil) != tc.ok {
+			t.Errorf("CheckName(%q): %v", tc.name, err)
+		}
+	}
+	for _, tc := range []struct {
+		prefix string
+		ok     bool
+	}{
+		{"", true}, {"docs_", true}, {strings.Repeat("p", 32), true}, {strings.Repeat("p", 33), false}, {"a/b", false},
+	} {
+		if _, err := mcpclient.CheckOffer(tc.prefix, ""); (err == nil) != tc.ok {
+			t.Errorf("CheckOffer(%q): %v", tc.prefix, err)
+		}
+	}
+}
