@@ -61,8 +61,10 @@ const readSize = 64 << 10
 
 // readLoop copies the PTY output to p.out, each Write what one read and
 // the reads right after it that need not wait gave (up to readSize). It
-// ends on EIO (every holder of the terminal closed it), when the master is
-// closed, or, once the main process has exited, when the terminal is empty
+// ends on EIO (every holder of the terminal closed it) given twice with
+// nothing read between (the first can come before the last output), when
+// the master is closed, or, once the main process has exited, when the
+// terminal is empty
 // and no output came for drainIdle, or after drainMax once at least
 // drainFloor bytes were read since the exit. A read deadline never ends it
 // by itself: the deadline may be the waiter's wake-up, set after ours, so
@@ -74,6 +76,7 @@ func (p *Process) readLoop() {
 	out := p.out
 	var drainEnd, idleEnd time.Time // set once the main process has exited
 	var drained int                 // bytes read since then
+	var closedOnce bool             // the last read answered EIO, and none has given output since
 	for {
 		if drainEnd.IsZero() && p.hasExited() {
 			drainEnd = time.Now().Add(drainMax)
@@ -104,8 +107,21 @@ func (p *Process) readLoop() {
 				out = nil
 			}
 		}
+		if n > 0 {
+			closedOnce = false
+		}
 		if err != nil {
-			return // EIO, or the master was closed
+			if errors.Is(err, syscall.EIO) && !closedOnce {
+				// Every holder of the terminal closed it, but the kernel
+				// can say so while the last writer's output is still on
+				// its way in: its write queued the move into the
+				// terminal, and the close landed between a read's flush
+				// of that work and its look at the flag. The next read
+				// flushes it; EIO again, with nothing read, is the end.
+				closedOnce = true
+				continue
+			}
+			return // EIO confirmed, or the master was closed
 		}
 		if drainEnd.IsZero() {
 			continue
