@@ -52,11 +52,13 @@ func TestListeningDiag(t *testing.T) {
 			t.Fatalf("listen on %s failed", addr)
 		}
 	}
-	var anyPort int
-	for p := range want {
-		anyPort = p
+	var v4Port int // a connected socket beside them: dial the 127.0.0.1 one (not ::1's port)
+	for p, addr := range want {
+		if addr == "127.0.0.1" {
+			v4Port = p
+		}
 	}
-	conn, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(anyPort))
+	conn, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(v4Port))
 	if err != nil {
 		t.Fatal(err)
 	}
