@@ -28,7 +28,27 @@ type entry struct {
 // its unlock. Calling unlock more than once is harmless: only the first
 // call unlocks, so a deferred unlock may back up an early one.
 func (m *Mutex) Lock(key string) (unlock func()) {
+	e := m.enter(key)
+	e.mu.Lock()
+	return m.unlocker(key, e)
+}
+
+// TryLock locks key unless another goroutine holds it, without waiting,
+// and reports whether it did; unlock is as Lock's. A caller that holds one
+// key may try another in any order without risking a deadlock.
+func (m *Mutex) TryLock(key string) (unlock func(), ok bool) {
+	e := m.enter(key)
+	if !e.mu.TryLock() {
+		m.leave(key, e)
+		return nil, false
+	}
+	return m.unlocker(key, e), true
+}
+
+// enter counts a holder or waiter in key's entry, made on first use.
+func (m *Mutex) enter(key string) *entry {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	if m.locks == nil {
 		m.locks = map[string]*entry{}
 	}
@@ -38,18 +58,25 @@ func (m *Mutex) Lock(key string) (unlock func()) {
 		m.locks[key] = e
 	}
 	e.n++
-	m.mu.Unlock()
+	return e
+}
 
-	e.mu.Lock()
+// leave uncounts one of e's holders or waiters and drops e with the last.
+func (m *Mutex) leave(key string, e *entry) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e.n--; e.n == 0 {
+		delete(m.locks, key)
+	}
+}
+
+// unlocker returns the unlock of e, held: its first call unlocks.
+func (m *Mutex) unlocker(key string, e *entry) func() {
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			e.mu.Unlock()
-			m.mu.Lock()
-			if e.n--; e.n == 0 {
-				delete(m.locks, key)
-			}
-			m.mu.Unlock()
+			m.leave(key, e)
 		})
 	}
 }

@@ -99,3 +99,25 @@ func TestManyGoroutinesExclusive(t *testing.T) {
 		t.Fatalf("%d entries left, want 0", n)
 	}
 }
+
+func TestTryLockDoesNotWait(t *testing.T) {
+	var m keyed.Mutex
+	unlock := m.Lock("a")
+	if _, ok := m.TryLock("a"); ok {
+		t.Fatal("TryLock took a key another holder has")
+	}
+	other, ok := m.TryLock("b")
+	if !ok {
+		t.Fatal("TryLock of a free key failed")
+	}
+	other()
+	unlock()
+	again, ok := m.TryLock("a")
+	if !ok {
+		t.Fatal("TryLock failed after the holder unlocked")
+	}
+	again()
+	if n := m.Held(); n != 0 {
+		t.Fatalf("%d entries left after every unlock, want 0", n)
+	}
+}
