@@ -31,7 +31,18 @@ func StrictPosture() *PosturePolicy { return greet.StrictPosture() }
 // answers hello for thread threadID and takes its claim (greet.Greeter),
 // the sandbox exits, greet.ReadyTimeout passes or ctx ends.
 func (f *Fleet) Greet(ctx context.Context, b *Box, threadID string) (*websocket.Conn, error) {
-	return b.res.greet(ctx, f.greeter, threadID, true)
+	conn, _, err := b.res.greet(ctx, f.greeter, threadID, true)
+	return conn, err
+}
+
+// Rejoin is Greet for a thread that may have spoken to the agent of b's
+// current sandbox before (a shared sandbox taken over from another
+// bridge): it also returns the instance the agent named in its hello
+// (AgentBuild.Instance), which the caller compares with the thread's
+// stored agent cursor.
+func (f *Fleet) Rejoin(ctx context.Context, b *Box, threadID string) (*websocket.Conn, string, error) {
+	conn, build, err := b.res.greet(ctx, f.greeter, threadID, true)
+	return conn, build.Instance, err
 }
 
 // target is what the greeter greets of r.
@@ -41,13 +52,13 @@ func (r *resources) target() greet.Target {
 
 // greet waits for the agent of r's sandbox (greet.Greeter.Wait; claim
 // false: no LLM token, a pooled sandbox) and records the build it names.
-func (r *resources) greet(ctx context.Context, g *greet.Greeter, threadID string, claim bool) (*websocket.Conn, error) {
+func (r *resources) greet(ctx context.Context, g *greet.Greeter, threadID string, claim bool) (*websocket.Conn, AgentBuild, error) {
 	conn, build, err := g.Wait(ctx, r.target(), threadID, claim)
 	if err != nil {
-		return nil, err
+		return nil, AgentBuild{}, err
 	}
 	r.setBuild(build)
-	return conn, nil
+	return conn, build, nil
 }
 
 // dial greets the agent of r's running sandbox once and claims it

@@ -46,8 +46,11 @@ type Box struct {
 	// thread's; thread names the thread that took it (set at claim).
 	pooled bool
 	thread string
-	ready  chan struct{} // closed once creation ended; err says how
-	err    error
+	// foreign: another bridge made the sandbox (its owner label), and this
+	// one took it over (handover.go).
+	foreign bool
+	ready   chan struct{} // closed once creation ended; err says how
+	err     error
 
 	lastUsed time.Time
 	members  map[string]Member
@@ -197,7 +200,13 @@ func (f *Fleet) acquireBox(ctx context.Context, o Options, threadID string) (*Bo
 		f.mu.Unlock()
 		return nil, ErrClosing
 	}
-	if b, ok := f.boxes[key]; ok {
+	b, ok := f.boxes[key]
+	if o.boxID != "" && o.scope == wire.ScopeAssistant {
+		if own := f.sharedBoxLocked(o.boxID); own != nil { // taken over, or kept under its id (handover.go)
+			b, ok = own, true
+		}
+	}
+	if ok {
 		b.joining++
 		f.mu.Unlock()
 		if err := f.awaitBox(ctx, b, o); err != nil {
@@ -211,7 +220,7 @@ func (f *Fleet) acquireBox(ctx context.Context, o Options, threadID string) (*Bo
 		return nil, fmt.Errorf("%w: this bridge runs at most %d sandboxes", ErrLimit, max)
 	}
 	room := f.pool.poolRoomLocked() // pool_limit.go: pooled sandboxes count toward MaxSandboxes
-	b := &Box{key: key, scope: o.scope, assistant: o.assistant, image: o.image, runtime: o.runtime,
+	b = &Box{key: key, scope: o.scope, assistant: o.assistant, image: o.image, runtime: o.runtime,
 		idleTTL: o.idleTTL, ready: make(chan struct{}), members: map[string]Member{}, egress: o.egress, joining: 1}
 	b.created = time.Now().UTC().Truncate(time.Second)
 	b.expires = b.created.Add(f.cfg.MaxLifetime)

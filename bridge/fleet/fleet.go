@@ -127,6 +127,12 @@ type Config struct {
 	// that is ErrRelayedElsewhere leaves the sandbox to the bridge that
 	// relays it (handover.go).
 	Claim func(ctx context.Context, thread string) error
+	// ClaimShared, when set, takes the leases of every live thread of
+	// the shared (assistant-scope) sandbox of box before the sandbox is
+	// adopted: one bridge relays all the threads of a shared sandbox.
+	// An error that is ErrRelayedElsewhere leaves the sandbox to the
+	// bridge that relays them (handover.go).
+	ClaimShared func(ctx context.Context, box string) error
 }
 
 // ThreadRecord is what the bridge keeps about a thread apart from its live
@@ -301,6 +307,13 @@ func (f *Fleet) Close() error {
 // LockThread locks thread id's lifecycle (see Fleet.life) and returns the
 // unlock.
 func (f *Fleet) LockThread(id string) (unlock func()) { return f.life.Lock("thread:" + id) }
+
+// TryLockThread locks thread id's lifecycle unless it is locked now, and
+// reports whether it did: a caller holding another thread's lock may try
+// it without breaking the lock order.
+func (f *Fleet) TryLockThread(id string) (unlock func(), ok bool) {
+	return f.life.TryLock("thread:" + id)
+}
 
 // LockBox locks box id's lifecycle (see Fleet.life) and returns the
 // unlock.

@@ -241,7 +241,7 @@ func (p *warmPool) fillPool(key string) (err error) {
 	b.res.sandboxID = sb.ID
 	// lifecycle.go: a rebuild of its image drains it (drainStale)
 	p.f.rep.recordImage(ctx, b)
-	conn, err := b.res.greet(ctx, p.f.greeter, id, false) // no token until a thread takes it
+	conn, _, err := b.res.greet(ctx, p.f.greeter, id, false) // no token until a thread takes it
 	if err != nil {
 		return err
 	}

@@ -94,6 +94,11 @@ func (rp *reaper) decide(b *Box, now time.Time) (reapAction, wire.SandboxExited)
 		b.lastUsed = now
 	}
 	switch {
+	case b.foreign && b.scope == wire.ScopeAssistant && len(b.members) == 0:
+		// handover.go: a shared sandbox taken over from another bridge
+		// goes with the last of its threads; no new thread joins it.
+		return reapExpire, wire.SandboxExited{Reason: wire.ExitIdle,
+			Message: "sandbox removed: the threads it was taken over with are gone"}
 	case !now.Before(b.expires):
 		if len(b.members) == 0 {
 			return reapExpire, wire.SandboxExited{Reason: wire.ExitLifetime,

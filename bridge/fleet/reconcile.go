@@ -42,7 +42,7 @@ func (rc *reconciler) run(ctx context.Context) error {
 			live[sb.Labels[sandbox.LabelBox]] = true
 			continue
 		}
-		if err := rc.adopt(ctx, sb, now, rc.f.cfg.Layout); errors.Is(err, ErrRelayedElsewhere) {
+		if _, err := rc.adopt(ctx, sb, now, rc.f.cfg.Layout, true); errors.Is(err, ErrRelayedElsewhere) {
 			live[sb.Labels[sandbox.LabelBox]] = true // handover.go: a peer took it over; its volume and folders stay
 			log.Info("sandbox relayed by another bridge: left to it", "why", err)
 			continue
@@ -70,46 +70,23 @@ func (rc *reconciler) run(ctx context.Context) error {
 // an earlier run left, on its fleet's boxes.
 type reconciler struct{ f *Fleet }
 
-// adopt takes over one listed sandbox, or says why it will not.
-// Its folders are lay's (another bridge's, for TakeOver).
-func (rc *reconciler) adopt(ctx context.Context, sb sandbox.Sandbox, now time.Time, lay *boxdir.Layout) (err error) {
-	l := sb.Labels
-	b := &Box{
-		id: l[sandbox.LabelBox], scope: wire.Scope(l[sandbox.LabelScope]), assistant: l[sandbox.LabelAssistant],
-		image: sb.Image, ready: make(chan struct{}), members: map[string]Member{}, lastUsed: now,
-		idleTTL: parseIdleTTL(l[labelIdleTTL], rc.f.cfg.IdleTTL), pooled: l[labelPool] == "1",
-	}
-	close(b.ready)
-	b.created, _ = time.Parse(time.RFC3339, l[sandbox.LabelCreated])
-	expires, perr := time.Parse(time.RFC3339, l[sandbox.LabelExpires])
-	switch {
-	case !validName(b.id):
-		return errors.New("no box label")
-	case perr != nil || !now.Before(expires):
-		return errExpired
-	case !sb.Running:
-		return errors.New("not running")
-	case b.scope == wire.ScopeThread && !validName(l[sandbox.LabelThread]) && !b.pooled,
-		b.scope == wire.ScopeAssistant && !validName(b.assistant):
-		return errors.New("labels name no thread or assistant")
-	}
-	b.expires = expires
-	if th := l[sandbox.LabelThread]; b.scope == wire.ScopeThread && !b.pooled && th != b.id {
-		b.thread = th // a resumed thread in the box of its pooled sandbox (suspend.go)
-	}
-	b.key = boxKey(b.scope, cmp.Or(b.thread, b.id))
-	if b.scope == wire.ScopeAssistant {
-		b.key = boxKey(b.scope, b.assistant)
+// adopt takes over one listed sandbox, or says why it will not, and
+// returns its box. Its folders are lay's (another bridge's, for TakeOver).
+// With threads, Config.Adopt takes back its threads (those the records
+// know, or the one its labels name); without (TakeOverShared), it joins
+// none and starts as a join (Box.joining: the caller calls Started).
+func (rc *reconciler) adopt(ctx context.Context, sb sandbox.Sandbox, now time.Time, lay *boxdir.Layout, threads bool) (_ *Box, err error) {
+	b, err := rc.boxOf(sb, now)
+	if err != nil {
+		return nil, err
 	}
 	if b.pooled { // pool_adopt.go: only one a thread took, under that thread's key and TTL
 		if err := rc.f.pool.adoptPooled(ctx, b); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	if claim := rc.f.cfg.Claim; claim != nil && b.scope == wire.ScopeThread { // before its sockets are touched
-		if err := claim(ctx, cmp.Or(b.thread, b.id)); err != nil {
-			return err
-		}
+	if err := rc.claim(ctx, b); err != nil { // before its sockets are touched
+		return nil, err
 	}
 	if full, err := rc.f.cfg.Manager.Inspect(ctx, sb.ID); err == nil {
 		b.runtime = full.Runtime
@@ -119,12 +96,12 @@ func (rc *reconciler) adopt(ctx context.Context, sb sandbox.Sandbox, now time.Ti
 	// new sandbox with its workspace): boxdir.Layout.Open says why.
 	dirs, err := lay.Open(b.id)
 	if err != nil {
-		return fmt.Errorf("sandbox folders: %w", err)
+		return nil, fmt.Errorf("sandbox folders: %w", err)
 	}
 	b.res = &resources{dirs: dirs, sandboxID: sb.ID, volume: "boxwire-ws-" + b.id, runtime: b.runtime}
 	log := rc.f.log.With("box", b.id)
 	if b.res.proxy, err = rc.f.px.ServeLLM(dirs, log); err != nil {
-		return err
+		return nil, err
 	}
 	defer func() {
 		if err != nil {
@@ -132,39 +109,110 @@ func (rc *reconciler) adopt(ctx context.Context, sb sandbox.Sandbox, now time.Ti
 		}
 	}()
 	if b.res.egress, err = rc.f.px.ServeEgress(dirs, log); err != nil {
-		return err
+		return nil, err
 	}
 	defer func() {
 		if err != nil && b.res.egress != nil {
 			b.res.egress.Close()
 		}
 	}()
-	rc.f.mu.Lock()
-	if _, dup := rc.f.boxes[b.key]; dup || rc.f.closed {
-		rc.f.mu.Unlock()
-		return errors.New("duplicate sandbox or bridge closing")
+	if !threads {
+		b.joining = 1
 	}
-	rc.f.boxes[b.key] = b
-	rc.f.mu.Unlock()
-	if err = rc.adoptThreads(ctx, b); err != nil {
+	if err := rc.enter(b); err != nil {
+		return nil, err
+	}
+	if err = rc.adoptThreads(ctx, b, threads); err != nil {
 		rc.f.mu.Lock()
 		delete(rc.f.boxes, b.key)
 		b.gone = true
 		rc.f.mu.Unlock()
-		return err
+		return nil, err
 	}
 	rc.f.rep.recordImage(ctx, b) // lifecycle.go
+	return b, nil
+}
+
+// boxOf reads the box of a listed sandbox from its labels, or says why
+// it cannot be adopted.
+func (rc *reconciler) boxOf(sb sandbox.Sandbox, now time.Time) (*Box, error) {
+	l := sb.Labels
+	b := &Box{
+		id: l[sandbox.LabelBox], scope: wire.Scope(l[sandbox.LabelScope]), assistant: l[sandbox.LabelAssistant],
+		image: sb.Image, ready: make(chan struct{}), members: map[string]Member{}, lastUsed: now,
+		idleTTL: parseIdleTTL(l[labelIdleTTL], rc.f.cfg.IdleTTL), pooled: l[labelPool] == "1",
+		foreign: l[sandbox.LabelOwner] != rc.f.cfg.BridgeID,
+	}
+	close(b.ready)
+	b.created, _ = time.Parse(time.RFC3339, l[sandbox.LabelCreated])
+	expires, perr := time.Parse(time.RFC3339, l[sandbox.LabelExpires])
+	switch {
+	case !validName(b.id):
+		return nil, errors.New("no box label")
+	case perr != nil || !now.Before(expires):
+		return nil, errExpired
+	case !sb.Running:
+		return nil, errors.New("not running")
+	case b.scope == wire.ScopeThread && !validName(l[sandbox.LabelThread]) && !b.pooled,
+		b.scope == wire.ScopeAssistant && !validName(b.assistant):
+		return nil, errors.New("labels name no thread or assistant")
+	}
+	b.expires = expires
+	if th := l[sandbox.LabelThread]; b.scope == wire.ScopeThread && !b.pooled && th != b.id {
+		b.thread = th // a resumed thread in the box of its pooled sandbox (suspend.go)
+	}
+	b.key = boxKey(b.scope, cmp.Or(b.thread, b.id))
+	switch {
+	case b.scope == wire.ScopeAssistant && b.foreign:
+		b.key = boxKey("box", b.id) // handover.go: no new thread joins a shared sandbox another bridge made
+	case b.scope == wire.ScopeAssistant:
+		b.key = boxKey(b.scope, b.assistant)
+	}
+	return b, nil
+}
+
+// claim takes the leases of b's threads before b is adopted (handover.go):
+// its thread's (Config.Claim), or every live one of a shared sandbox
+// (Config.ClaimShared).
+func (rc *reconciler) claim(ctx context.Context, b *Box) error {
+	switch cfg := rc.f.cfg; {
+	case b.scope == wire.ScopeThread && cfg.Claim != nil:
+		return cfg.Claim(ctx, cmp.Or(b.thread, b.id))
+	case b.scope == wire.ScopeAssistant && cfg.ClaimShared != nil:
+		return cfg.ClaimShared(ctx, b.id)
+	}
 	return nil
 }
 
-// adoptThreads reconnects b's threads: the one its labels name (thread
-// scope) and those the store knows.
-func (rc *reconciler) adoptThreads(ctx context.Context, b *Box) error {
+// enter adds b, adopted, to the fleet's boxes. A shared box whose
+// assistant has a box here already (one this bridge made since, say) is
+// kept under its box id.
+func (rc *reconciler) enter(b *Box) error {
+	f := rc.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, dup := f.boxes[b.key]; dup && b.scope == wire.ScopeAssistant {
+		b.key = boxKey("box", b.id)
+	}
+	if _, dup := f.boxes[b.key]; dup || f.closed {
+		return errors.New("duplicate sandbox or bridge closing")
+	}
+	f.boxes[b.key] = b
+	return nil
+}
+
+// adoptThreads reconnects b's threads when threads is set: the one its
+// labels name (thread scope) and those the store knows. Either way b
+// takes the egress rules they asked for.
+func (rc *reconciler) adoptThreads(ctx context.Context, b *Box, threads bool) error {
 	ids, err := rc.f.book.Running(ctx, b.id) // suspended ones wait for their client (suspend.go)
 	if err != nil {
 		return err
 	}
 	rc.f.rules.adopt(b, ids, rc.f.log.With("box", b.id)) // egress.go: the rules its threads asked for
+	if !threads {
+		return nil
+	}
 	if b.scope == wire.ScopeThread && len(ids) == 0 {
 		ids = append(ids, ThreadRecord{ID: cmp.Or(b.thread, b.id), Box: b.id, Scope: b.scope, Image: b.image, Runtime: b.runtime, Created: b.created})
 	}
@@ -232,7 +280,7 @@ func (rc *reconciler) suspendLeftovers(ctx context.Context) map[string]bool {
 		if kept[r.Box] = true; r.Suspended != nil {
 			continue
 		}
-		if _, _, err := rc.f.sandboxOf(ctx, r.Box, r.ID); err != nil { // a running one is a peer's: TakeOver's (handover.go)
+		if !rc.f.runs(ctx, r) { // a running one is a peer's: TakeOver's (handover.go)
 			rc.f.log.Info("thread has no sandbox: suspended", "thread", r.ID, "box", r.Box)
 			if err := rc.f.book.MarkSuspended(ctx, r.ID, nil, now, wire.ExitDied); err != nil {
 				rc.f.log.Error("suspend thread", "thread", r.ID, "err", err)

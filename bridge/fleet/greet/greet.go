@@ -98,6 +98,10 @@ type AgentBuild struct {
 	// checked by then); nil when it reported none. Shared: not to be
 	// changed.
 	Posture *wire.Posture
+	// Instance is the agent process's random id (wire.Hello.Instance): a
+	// new one each time the agent starts, so a thread whose stored agent
+	// cursor names it is talking to the agent that has its conversation.
+	Instance string
 }
 
 // buildOf reads an agent's hello.
@@ -106,7 +110,7 @@ func buildOf(h wire.Hello) AgentBuild {
 	if !ok {
 		v = h.Software
 	}
-	return AgentBuild{Version: v, Hash: h.AgentHash, Posture: h.Posture}
+	return AgentBuild{Version: v, Hash: h.AgentHash, Posture: h.Posture, Instance: h.Instance}
 }
 
 // Wait polls the agent socket of t until the agent answers hello for
