@@ -96,6 +96,18 @@ func TestStorePostgresFailOver(t *testing.T) {
 // at the latest until deadline, and records the events into book.
 func (e *env) rewatch(thread string, book *seqBook, deadline time.Time) *watcher {
 	e.t.Helper()
+	w, err := e.redial(thread, book, deadline)
+	if err != nil {
+		e.t.Fatalf("reconnect to %s on bridge %s: %v\n%s", thread, e.id, err, e.bridge.logText())
+	}
+	e.t.Cleanup(w.close)
+	return w
+}
+
+// redial is rewatch without failing the test: it returns the last
+// dial's error at the deadline. The caller closes the watcher. It is
+// safe to call from any goroutine.
+func (e *env) redial(thread string, book *seqBook, deadline time.Time) (*watcher, error) {
 	var last error
 	for time.Now().Before(deadline) {
 		ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
@@ -104,14 +116,12 @@ func (e *env) rewatch(thread string, book *seqBook, deadline time.Time) *watcher
 		if err == nil {
 			w := &watcher{thread: hello.Thread, ws: ws, book: book, done: make(chan struct{})}
 			go w.read()
-			e.t.Cleanup(w.close)
-			return w
+			return w, nil
 		}
 		last = err
 		time.Sleep(200 * time.Millisecond) // a retry pace, not a wait for a condition
 	}
-	e.t.Fatalf("reconnect to %s on bridge %s: %v\n%s", thread, e.id, last, e.bridge.logText())
-	return nil
+	return nil, last
 }
 
 // approvalScript answers "tool rule" with a command the policy asks

@@ -84,10 +84,11 @@ func (s *Server) letGo(id, text string) {
 }
 
 // takeOverOrphans takes over, on a store other bridges share, every
-// stored thread whose relay is gone: live (not suspended), of thread
-// scope, with no unexpired lease, not relayed here. Its running sandbox
-// is adopted (takeOverIn); one whose sandbox is gone is left for its next
-// client's resume.
+// stored thread whose relay is gone: live (not suspended), with no
+// unexpired lease, not relayed here, and not sharing its sandbox with a
+// thread another bridge relays (that bridge joins it: failover_shared.go).
+// Its running sandbox is adopted (takeOverIn, takeOverShared); one whose
+// sandbox is gone is left for its next client's resume.
 func (s *Server) takeOverOrphans(ctx context.Context) {
 	recs, err := s.cfg.Store.List(ctx)
 	if err != nil {
@@ -99,12 +100,19 @@ func (s *Server) takeOverOrphans(ctx context.Context) {
 		s.log.Warn("fail-over: list leases", "err", err)
 		return
 	}
-	leased := map[string]bool{}
+	holder := map[string]string{}
 	for _, l := range ls {
-		leased[l.Thread] = true
+		holder[l.Thread] = l.Holder
+	}
+	elsewhere := map[string]bool{} // the shared boxes of which another bridge relays a thread
+	for _, r := range recs {
+		if h := holder[r.ID]; r.Scope == wire.ScopeAssistant && r.Suspended == nil && h != "" && h != s.cfg.BridgeID {
+			elsewhere[r.Box] = true
+		}
 	}
 	for _, r := range recs {
-		if r.Suspended != nil || r.Box == "" || r.Scope != wire.ScopeThread || leased[r.ID] || s.leases.Holds(r.ID) || s.lookup(r.ID) != nil {
+		if r.Suspended != nil || r.Box == "" || holder[r.ID] != "" || s.leases.Holds(r.ID) || s.lookup(r.ID) != nil ||
+			r.Scope == wire.ScopeAssistant && elsewhere[r.Box] {
 			continue
 		}
 		if _, err := s.takeOver(ctx, r.ID); err != nil && !errors.Is(err, fleet.ErrNoSandbox) && !errors.Is(err, fleet.ErrRelayedElsewhere) {
@@ -129,6 +137,14 @@ func (s *Server) takeOver(ctx context.Context, id string) (*thread, error) {
 		return nil, errors.Join(err, fleet.ErrNoSandbox)
 	}
 	defer s.leases.Begin(id)() // its lease is renewed while it starts (leases.go)
+	// A shared sandbox's threads' leases are taken in id order (failover_shared.go).
+	if rec.Scope == wire.ScopeAssistant {
+		t, done, err := s.takeOverShared(ctx, rec)
+		if !done {
+			err = fleet.ErrNoSandbox
+		}
+		return t, err
+	}
 	if err := s.leases.Acquire(ctx, id); err != nil {
 		return nil, err
 	}
@@ -142,11 +158,12 @@ func (s *Server) takeOver(ctx context.Context, id string) (*thread, error) {
 	return t, err
 }
 
-// takeOverIn adopts the running sandbox of rec's live thread, whose lease
-// this bridge has just taken (fleet.TakeOver: its proxies served again
-// in its folders, its agent greeted, the thread registered on its stored
-// log). done is false when rec is suspended or no sandbox of it runs: the
-// caller resumes it in a new one. The caller holds the thread's lock.
+// takeOverIn adopts the running sandbox of rec's live thread of thread
+// scope, whose lease this bridge has just taken (fleet.TakeOver: its
+// proxies served again in its folders, its agent greeted, the thread
+// registered on its stored log). done is false when rec is suspended, of
+// assistant scope (takeOverShared) or no sandbox of it runs: the caller
+// resumes it in a new one. The caller holds the thread's lock.
 func (s *Server) takeOverIn(ctx context.Context, rec ThreadRecord) (t *thread, done bool, err error) {
 	if rec.Suspended != nil || rec.Scope != wire.ScopeThread {
 		return nil, false, nil
@@ -161,7 +178,6 @@ func (s *Server) takeOverIn(ctx context.Context, rec ThreadRecord) (t *thread, d
 	if t = s.lookup(rec.ID); t == nil {
 		return nil, true, errors.New("took over the sandbox, but its thread did not start")
 	}
-	s.leases.TakenOver.Add(1)
-	t.log.Info("took over a thread whose bridge is gone", "box", rec.Box, "sandbox", t.box.SandboxID())
+	s.tookOver(t)
 	return t, true, nil
 }

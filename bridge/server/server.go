@@ -137,12 +137,18 @@ func New(cfg Config) (*Server, error) {
 // approvals that ask the clients of a sandbox's threads (approvals.go),
 // Reconcile's adopted threads made here (reconcile.go), and each thread's
 // lease taken before its sandbox is touched (a peer's is left to it,
-// failover.go).
+// failover.go), every live thread's of a shared one
+// (failover_shared.go).
 func (s *Server) fleetConfig() fleet.Config {
 	c := s.cfg.Fleet() // bridge/config
 	c.Records, c.Logger = ownRecords{s.cfg.Store, s.leases}, s.log
 	c.LLMAdmit, c.LLMUsage = s.users.AdmitModelCall, s.users.CountTokens // bridge/users
 	c.Check, c.Adopt, c.Claim = s.egressCheck, s.adoptThread, s.leases.Acquire
+	c.ClaimShared = func(ctx context.Context, box string) error { // failover_shared.go
+		_, _, end, err := s.claimShared(ctx, box, "")
+		end()
+		return err
+	}
 	c.LLM.OnCall, c.EgressDecided = s.modelCalled, s.egressDecided // GET /metrics (metrics.go)
 	return c
 }

@@ -40,6 +40,11 @@ func (s *Server) resumeThread(ctx context.Context, id string) (t *thread, found 
 	}
 	// Its lease is renewed while it starts (leases.go).
 	defer s.leases.Begin(id)()
+	if rec.Suspended == nil && rec.Scope == wire.ScopeAssistant { // with its shared sandbox's other threads (failover_shared.go)
+		if t, done, err := s.takeOverShared(ctx, rec); done {
+			return t, true, err
+		}
+	}
 	if err := s.leases.Acquire(ctx, id); err != nil { // another bridge relays it: no second sandbox (leases.go)
 		return nil, true, err
 	}
