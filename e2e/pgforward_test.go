@@ -1,10 +1,16 @@
 package e2e_test
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gorilla/websocket"
 
 	"github.com/boxwire/boxwire/bridge/wire"
 )
@@ -70,4 +76,66 @@ func checkLinesTurn(t *testing.T, books []*seqBook, id string) {
 			t.Errorf("client %d: turn_done %+v; want one that stopped", k, ds)
 		}
 	}
+}
+
+// A key revoked through the bridge that forwards a client closes that
+// client's connection at once (1008), as it closes an attached client's:
+// the forwarding bridge watches the key itself, not only the relay (which
+// rechecks a key revoked through another bridge at its next lease tick:
+// every 20 s with the 60 s lease TTL here, so the relay's close cannot
+// pass for the forwarding bridge's). Another key's forwarded connection
+// stays. Without the watch the connection closed 18.8 s after the
+// revocation (the relay's recheck).
+func TestStorePostgresForwardedClientRevoked(t *testing.T) {
+	_, url := postgres(t)
+	envs := startBridges(t, 2, approvalScript, "BOXWIRE_STORE="+url, "BOXWIRE_LEASE_TTL=60s")
+	carol, dave := envs[0].newUser("carol"), envs[0].newUser("dave")
+	thread := envs[0].dialWith(carol, "").conn.Thread() // relayed by bridge 0
+	s := envs[1].dialWith(carol, thread)                // forwarded to bridge 0
+	_, keysBody := envs[1].call(envs[1].token, http.MethodGet, "/v1/keys?user=carol", nil)
+	var keys struct {
+		Keys []struct{ ID string } `json:"keys"`
+	}
+	if err := json.Unmarshal(keysBody, &keys); err != nil || len(keys.Keys) != 1 {
+		t.Fatalf("carol's keys: %s", keysBody)
+	}
+	kept := envs[1].dialWith(dave, envs[0].dialWith(dave, "").conn.Thread())
+	start := time.Now()
+	if code, body := envs[1].call(envs[1].token, http.MethodDelete, "/v1/keys/"+keys.Keys[0].ID, nil); code != http.StatusOK {
+		t.Fatalf("revoke through bridge 1: %d %s", code, body)
+	}
+	select {
+	case <-drain(s):
+	case <-time.After(eventTimeout):
+		t.Fatal("the revoked key's forwarded connection is still open")
+	}
+	d := time.Since(start)
+	t.Logf("the revoked key's forwarded connection closed %s after the revocation", d.Round(time.Millisecond))
+	if d > time.Second {
+		t.Errorf("the revoked key's forwarded connection closed %s after the revocation; want at once", d)
+	}
+	var ce *websocket.CloseError
+	if err := s.conn.Err(); !errors.As(err, &ce) || ce.Code != websocket.ClosePolicyViolation {
+		t.Errorf("the revoked key's forwarded connection ended with %v; want 1008", err)
+	}
+	if !strings.Contains(envs[1].bridge.logText(), "credentials revoked: closing the forwarded connection") {
+		t.Errorf("bridge 1 did not close the forwarded connection itself:\n%s", envs[1].bridge.logText())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), eventTimeout)
+	defer cancel()
+	if _, err := kept.conn.Ping(ctx); err != nil { // a round trip to the relay through bridge 1
+		t.Fatalf("the other key's forwarded connection: %v", err)
+	}
+}
+
+// drain reads s's events until its connection ends; the channel closes
+// then.
+func drain(s *session) <-chan struct{} {
+	done := make(chan struct{})
+	go func() { // ends with the connection (the test's cleanup closes it)
+		defer close(done)
+		for range s.conn.Events() {
+		}
+	}()
+	return done
 }

@@ -67,16 +67,21 @@ func (s *Server) forward(r *http.Request, conn *websocket.Conn, helloEnv wire.En
 	if err := helloEnv.Decode(&hello); err != nil {
 		return false
 	}
-	log := s.log.With("thread", helloEnv.Thread, "remote", r.RemoteAddr)
+	log := s.log.With("thread", hello.Thread, "remote", r.RemoteAddr) // the thread is named in the payload
 	f := newForwarded(s, conn, hello, helloEnv.ID, r.Header, log)
 	up, err := f.dial(r.Context(), addr)
 	if err != nil {
 		log.Warn("forward a client to the thread's relay", "relay", re.Holder, "err", err)
-		reject(conn, wire.ErrorEnvelope(helloEnv.Thread, helloEnv.ID, wire.CodeSandboxUnavailable,
-			"thread %s is relayed by bridge %s, which this bridge cannot reach: %v", helloEnv.Thread, re.Holder, err), closeNormal)
+		reject(conn, wire.ErrorEnvelope(hello.Thread, helloEnv.ID, wire.CodeSandboxUnavailable,
+			"thread %s is relayed by bridge %s, which this bridge cannot reach: %v", hello.Thread, re.Holder, err), closeNormal)
 		return true
 	}
 	log.Info("client forwarded to the thread's relay: its events come from the store", "relay", re.Holder)
+	stopRevoke := s.users.Watch(r.Context(), func() { // revoked here, or through another bridge (users.Recheck)
+		log.Info("credentials revoked: closing the forwarded connection")
+		f.kick(websocket.ClosePolicyViolation, "credentials revoked", false)
+	})
+	defer stopRevoke()
 	s.notices(listener).serve(f, up)
 	log.Info("forwarded client detached")
 	return true

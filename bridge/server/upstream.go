@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -88,6 +89,9 @@ func (f *forwarded) relay(up *websocket.Conn) {
 				f.log.Info("forwarded client: requests go to the thread's relay again", "relay", addr)
 				continue
 			}
+			if f.refused(err) {
+				return
+			}
 			f.log.Debug("forwarded client: dial the thread's relay", "relay", addr, "err", err)
 		}
 		select {
@@ -96,6 +100,37 @@ func (f *forwarded) relay(up *websocket.Conn) {
 		case <-time.After(relayRetry):
 		}
 	}
+}
+
+// refused ends the client when the relay refused its upstream for good:
+// the credential (401, 403) or the hello (finalRefusal); it reports
+// whether it did. Anything else — a relay shutting down (503), not
+// relaying the thread (any longer), out of sandboxes — is tried again.
+func (f *forwarded) refused(err error) bool {
+	var re *wsrelay.RefusedError
+	var werr wire.Error
+	switch {
+	case errors.As(err, &re) && (re.Status == http.StatusUnauthorized || re.Status == http.StatusForbidden):
+		f.kick(websocket.ClosePolicyViolation, "credentials refused by the thread's relay", false)
+	case errors.As(err, &werr) && finalRefusal(werr.Code):
+		f.answer(wire.ErrorEnvelope(f.thread, f.helloID, werr.Code, "%s", werr.Message))
+		f.kick(closeNormal, "", true)
+	default:
+		return false
+	}
+	f.log.Info("forwarded client refused by the thread's relay", "err", err)
+	return true
+}
+
+// finalRefusal reports whether a relay's answer with code to a hello
+// stays the same when asked again: the thread is not found (deleted, or
+// not the client's), not allowed, or the hello is not understood.
+func finalRefusal(code wire.Code) bool {
+	switch code {
+	case wire.CodeNotFound, wire.CodeNotAllowed, wire.CodeUnauthorized, wire.CodeVersionMismatch, wire.CodeBadMessage:
+		return true
+	}
+	return false
 }
 
 // dial opens an upstream to the relay at addr: the client's hello with

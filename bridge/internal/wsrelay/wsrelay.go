@@ -74,6 +74,20 @@ func Address(ctx context.Context, bs Bridges, id string) (string, error) {
 	return "", nil
 }
 
+// RefusedError is Dial's error when the relay answered the upgrade with
+// an HTTP status instead (401: the credential is refused, 403: not
+// allowed, 503: shutting down).
+type RefusedError struct {
+	URL    string
+	Status int
+	Err    error
+}
+
+func (e *RefusedError) Error() string { return "dial " + e.URL + ": " + e.Err.Error() }
+
+// Unwrap returns the handshake's error.
+func (e *RefusedError) Unwrap() error { return e.Err }
+
 // Dial opens the WebSocket to the relay at addr (http:// or https://)
 // with the client's credential (the Authorization header of h) and sends
 // it the client's hello. It blocks at most DialTimeout.
@@ -88,7 +102,7 @@ func Dial(ctx context.Context, addr string, h http.Header, hello wire.Envelope) 
 	up, resp, err := websocket.DefaultDialer.DialContext(ctx, u, fwd)
 	if err != nil {
 		if resp != nil {
-			return nil, fmt.Errorf("dial %s: %w (%s)", u, err, resp.Status)
+			return nil, &RefusedError{URL: u, Status: resp.StatusCode, Err: fmt.Errorf("%w (%s)", err, resp.Status)}
 		}
 		return nil, fmt.Errorf("dial %s: %w", u, err)
 	}

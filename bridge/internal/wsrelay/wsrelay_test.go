@@ -96,7 +96,8 @@ func TestDialRefused(t *testing.T) {
 	}))
 	defer relay.Close()
 	_, err := wsrelay.Dial(context.Background(), relay.URL, http.Header{}, wire.Envelope{})
-	if err == nil || !strings.Contains(err.Error(), "401") {
+	var re *wsrelay.RefusedError
+	if !errors.As(err, &re) || re.Status != http.StatusUnauthorized || !strings.Contains(err.Error(), "401") {
 		t.Fatalf("dial a refusing relay: %v, want its 401", err)
 	}
 }
