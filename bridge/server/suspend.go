@@ -24,8 +24,9 @@ import (
 // assistant scope), its conversation handed to the new agent as history,
 // and sandbox_replaced (with the reason it was suspended) in its log. found
 // is false when the store has no such thread. It blocks until the agent
-// answers or ctx ends; a second caller for the same thread waits for the
-// first and gets its thread.
+// answers or ctx ends — on a shared store, right after an outage, first
+// until this bridge's renewals settle (awaitSettled); a second caller for
+// the same thread waits for the first and gets its thread.
 func (s *Server) resumeThread(ctx context.Context, id string) (t *thread, found bool, err error) {
 	unlock := s.fleet.LockThread(id)
 	defer unlock()
@@ -37,6 +38,9 @@ func (s *Server) resumeThread(ctx context.Context, id string) (t *thread, found 
 	rec, ok, err := s.cfg.Store.Get(ctx, id)
 	if err != nil || !ok {
 		return nil, ok, err
+	}
+	if err := s.awaitSettled(ctx, rec); err != nil { // not right after a store outage (leases.go)
+		return nil, true, err
 	}
 	// Its lease is renewed while it starts (leases.go).
 	defer s.leases.Begin(id)()
