@@ -19,9 +19,16 @@
 // has no room for an item (the connection is too slow and its owner drops
 // it), Offer reports false when the frame would pass the byte budget (the
 // producer may wait for room, see Fanout). The queue's one consumer, the
-// connection's writer, receives from Items and hands every item it
-// received back with Release; Release is what wakes producers waiting for
-// room. A Queue is never closed: it is garbage once its connection is.
+// connection's writer, takes them with TryNext — waiting on Ready, or
+// kicked by OnPush — and hands every item it took back with Release;
+// Release is what wakes producers waiting for room. A Queue is never
+// closed: it is garbage once its connection is.
+//
+// A Pump runs a connection's writer on a goroutine only while there is
+// something to write: producers Kick it (a Queue's OnPush, a wake-up, a
+// close, its own tick for pings), it runs the writer until that finds
+// nothing, and a Kick that meets a writer on its way out makes it run
+// again, so nothing is left unsent and never two writers run at once.
 //
 // Fanout offers one frame to every Target. While some are full it waits
 // until one of them has room (its Watchers wake the fan-out's Waker), the
@@ -34,5 +41,6 @@
 // Writer writes frames to a WebSocket connection (the subset of
 // github.com/gorilla/websocket's *Conn in Conn) with a write deadline per
 // frame; it is not safe for concurrent use — a connection has exactly one
-// writer goroutine, its pump, which owns the Writer.
+// writer, its pump (a goroutine of its own, or a Pump's), which owns the
+// Writer.
 package wire

@@ -22,9 +22,11 @@ type Item[M any] struct {
 // frames in the order they were queued, at most a fixed number of items,
 // and frames of at most budget bytes in all. Send and Offer never block
 // and are safe for concurrent use; the queue has one consumer, which
-// waits on Ready, takes items with TryNext and calls Release for every
-// item it took. Watch, Unwatch and Wake (from Watchers) let a producer
-// wait for room: Release wakes the Wakers watching.
+// takes items with TryNext and calls Release for every item it took,
+// and learns that items wait either by waiting on Ready or from the
+// function given to OnPush (a Pump's Kick: the writer then runs only
+// while items wait). Watch, Unwatch and Wake (from Watchers) let a
+// producer wait for room: Release wakes the Wakers watching.
 //
 // The queue holds no room until items arrive: its ring grows with what
 // waits (doubling, up to the item bound) and is given back once the
@@ -38,7 +40,8 @@ type Queue[M any] struct {
 	head   int       // index of the oldest item in ring
 	n      int       // items waiting
 	max    int
-	ready  chan struct{} // holds a token while items wait (one consumer)
+	ready  chan struct{} // holds a token while items wait; made by the first Ready
+	pushed func()        // OnPush's: called after every item queued
 	budget int64
 	bytes  atomic.Int64 // bytes of frames queued and not yet released
 }
@@ -46,8 +49,13 @@ type Queue[M any] struct {
 // NewQueue returns an empty queue of at most items entries and budget
 // bytes of frames.
 func NewQueue[M any](items int, budget int64) *Queue[M] {
-	return &Queue[M]{max: items, budget: budget, ready: make(chan struct{}, 1)}
+	return &Queue[M]{max: items, budget: budget}
 }
+
+// OnPush has f called after every item Send or Offer queues, on the
+// producer's goroutine and outside the queue's lock; f must not block.
+// Call it before the queue is shared.
+func (q *Queue[M]) OnPush(f func()) { q.pushed = f }
 
 // Send queues m after everything queued before it. It reports false, and
 // queues nothing, when the queue holds its maximum of items: the consumer
@@ -85,10 +93,16 @@ func (q *Queue[M]) push(it Item[M]) bool {
 	}
 	q.ring[(q.head+q.n)&(len(q.ring)-1)] = it
 	q.n++
+	ready := q.ready
 	q.mu.Unlock()
-	select {
-	case q.ready <- struct{}{}:
-	default: // a token is already there
+	if ready != nil {
+		select {
+		case ready <- struct{}{}:
+		default: // a token is already there
+		}
+	}
+	if q.pushed != nil {
+		q.pushed()
 	}
 	return true
 }
@@ -105,8 +119,20 @@ func (q *Queue[M]) grow() {
 
 // Ready is ready to receive from while items may wait: the consumer
 // selects on it and then calls TryNext (which leaves a token again when
-// more items wait, so taking one item per receive is enough).
-func (q *Queue[M]) Ready() <-chan struct{} { return q.ready }
+// more items wait, so taking one item per receive is enough). The
+// channel is made by the first call: a queue drained through OnPush
+// never has one.
+func (q *Queue[M]) Ready() <-chan struct{} {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.ready == nil {
+		q.ready = make(chan struct{}, 1)
+		if q.n > 0 {
+			q.ready <- struct{}{}
+		}
+	}
+	return q.ready
+}
 
 // TryNext takes the next item without waiting; ok is false when the queue
 // is empty. The item must be given to Release.
@@ -124,10 +150,11 @@ func (q *Queue[M]) TryNext() (it Item[M], ok bool) {
 	if !more && len(q.ring) > 16 {
 		q.ring, q.head = nil, 0 // a burst's room goes back once it drained
 	}
+	ready := q.ready
 	q.mu.Unlock()
-	if more {
+	if more && ready != nil {
 		select {
-		case q.ready <- struct{}{}:
+		case ready <- struct{}{}:
 		default:
 		}
 	}
