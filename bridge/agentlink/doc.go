@@ -2,7 +2,8 @@
 // WebSocket connection to the agent in the thread's sandbox, and the next
 // one when it drops. A thread has one [Link] for its life; the link has one
 // agent connection at a time, served by a reader (agent messages into the
-// thread) and a writer (requests, terminal input and pings to the agent).
+// thread) and a writer (requests, terminal input, stream traffic and pings
+// to the agent; [Link.Send], [Link.SendInput] queue for it).
 //
 // # What a link does
 //
@@ -32,10 +33,14 @@
 //
 // [Link.Start] starts the first connection's reader and writer; a reader
 // whose connection ends starts the next pair (reconnect or replace) before
-// it returns, and resends on a goroutine of its own. All of them are
-// counted in Config.Group, which the thread waits for once its context is
-// cancelled; call [Link.Stop] first, so a lost connection is not reported
-// or replaced. The link's mutex guards the current connection, the cursor
+// it returns, and resends on a goroutine of its own. The reader is a
+// goroutine for the connection's life; the writer runs on a goroutine only
+// while something waits for it (wire.Pump, write.go): a queued request,
+// input or stream item, a ping, the connection's or the thread's end. All
+// of them are counted in Config.Group (the writer from its start until it
+// finished), which the thread waits for once its context is cancelled;
+// call [Link.Stop] first, so a lost connection is not reported or
+// replaced. The link's mutex guards the current connection, the cursor
 // and the open work; it is taken inside the thread's (Track), never held
 // while calling the Thread.
 package agentlink

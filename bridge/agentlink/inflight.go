@@ -223,9 +223,8 @@ func (l *Link) queueAgain(reqs []wire.Envelope, msg string) {
 	go func() {
 		defer l.cfg.Group.Done()
 		for _, env := range reqs { // the writer tracks them again
-			select {
-			case l.cfg.Requests <- env:
-			case <-l.ctx.Done():
+			put := func() bool { return l.requests.Send(env) }
+			if l.enqueue(l.requests, put, nil, 0) != nil { // write.go: only the thread's end stops it
 				return
 			}
 		}

@@ -94,10 +94,6 @@ type Config struct {
 	Server context.Context
 	// Group counts the link's goroutines; the thread waits for it.
 	Group *sync.WaitGroup
-	// Requests and Input are the thread's queues for the agent writer:
-	// requests, and terminal input frames.
-	Requests chan wire.Envelope
-	Input    <-chan []byte
 	// LogEmpty says the thread's log is new: nothing in it runs.
 	LogEmpty bool
 	// MaxStreams bounds the thread's open port streams (streams.go);
@@ -113,6 +109,11 @@ type Link struct {
 	ctx     context.Context // the thread's: ends when the thread ends
 	sent    inflight        // requests the agent has not answered (inflight.go)
 	streams *streams        // port streams (streams.go)
+	// requests and input wait for the current connection's writer
+	// (write.go): Send, SendInput. They outlive a connection.
+	requests, input *wire.Queue[wire.Envelope]
+	// live is cur, for the queues' kicks (never waits for mu).
+	live atomic.Pointer[connection]
 
 	mu      sync.Mutex
 	closing bool
@@ -122,24 +123,35 @@ type Link struct {
 }
 
 // connection is one agent connection's lifetime: dead is closed by its
-// reader when it ends; writerDone when its writer returned.
+// reader when it ends; pump runs its writer (write.go) while it has work,
+// and pump.Done() is closed when the writer finished.
 type connection struct {
-	n          uint64 // numbers the connection (inflight.go)
-	ws         *websocket.Conn
-	dead       chan struct{}
-	deadOnce   sync.Once
-	writerDone chan struct{}
+	n        uint64 // numbers the connection (inflight.go)
+	ws       *websocket.Conn
+	dead     chan struct{}
+	deadOnce sync.Once
+	pump     *wire.Pump
+	// The writer's own: set by start before the pump's first run.
+	greeted bool
+	stopCtx func() bool // ends the kick on the thread's end
 }
 
 // connSeq numbers agent connections.
 var connSeq atomic.Uint64
 
-func newConnection(ws *websocket.Conn) *connection {
-	return &connection{n: connSeq.Add(1), ws: ws, dead: make(chan struct{}), writerDone: make(chan struct{})}
+func (l *Link) newConnection(ws *websocket.Conn) *connection {
+	c := &connection{n: connSeq.Add(1), ws: ws, dead: make(chan struct{})}
+	c.pump = wire.NewPump(func() bool { return l.write(c) }, pingPeriod)
+	return c
 }
 
-// markDead closes c.dead once.
-func (c *connection) markDead() { c.deadOnce.Do(func() { close(c.dead) }) }
+// markDead closes c.dead once, and has the writer see it.
+func (c *connection) markDead() {
+	c.deadOnce.Do(func() {
+		close(c.dead)
+		c.pump.Kick()
+	})
+}
 
 // New returns the link of a thread whose agent was greeted on ws; ctx
 // ends when the thread ends. It reads the stored cursor and requests in
@@ -148,10 +160,14 @@ func New(ctx context.Context, ws *websocket.Conn, cfg Config) *Link {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	l := &Link{cfg: cfg, id: cfg.ID, log: cfg.Log, ctx: ctx, cur: newConnection(ws), streams: newStreams(cfg.MaxStreams)}
-	l.open.loaded = cfg.LogEmpty // turnend.go: a stored log is read when needed
-	l.loadCursor()               // resume.go
-	l.loadInflight()             // inflight.go
+	l := &Link{cfg: cfg, id: cfg.ID, log: cfg.Log, ctx: ctx}
+	l.cur = l.newConnection(ws)
+	l.live.Store(l.cur)
+	l.streams = newStreams(cfg.MaxStreams, l.kick)
+	l.requests, l.input = newRequests(l.kick), newInput(l.kick) // write.go
+	l.open.loaded = cfg.LogEmpty                                // turnend.go: a stored log is read when needed
+	l.loadCursor()                                              // resume.go
+	l.loadInflight()                                            // inflight.go
 	return l
 }
 
@@ -179,11 +195,14 @@ func (l *Link) Dead() <-chan struct{} {
 	return l.cur.dead
 }
 
-// start starts c's reader and writer.
+// start starts c's reader, and its writer's pump (write.go). The writer
+// counts in Config.Group until it finished, though it has a goroutine
+// only while it writes.
 func (l *Link) start(c *connection) {
 	l.cfg.Group.Add(2)
+	c.stopCtx = context.AfterFunc(l.ctx, c.pump.Kick) // the writer says goodbye
 	go l.read(c)
-	go l.write(c)
+	c.pump.Start()
 }
 
 // read reads c's messages until the connection ends, then handles the
@@ -255,64 +274,6 @@ func (l *Link) fromAgent(env wire.Envelope) {
 		return
 	}
 	l.cfg.Thread.Deliver(env, connID, routed)
-}
-
-// write writes queued requests, input frames and pings to c until the
-// thread ends or c fails; it closes the connection when it returns.
-func (l *Link) write(c *connection) {
-	defer l.cfg.Group.Done()
-	defer close(c.writerDone)
-	defer c.ws.Close()
-	ticker := time.NewTicker(pingPeriod)
-	defer ticker.Stop()
-	if err := writeEnvelope(c.ws, l.resumeRequest()); err != nil { // resume.go: first
-		l.log.Warn("ask agent to resume", "err", err)
-		return
-	}
-	ready, streamItems := l.streams.ready, (<-chan struct{})(nil) // streams.go: made on first use
-	for {
-		select {
-		case <-ready:
-			ready, streamItems = nil, l.streams.queue().Ready()
-		case env := <-l.cfg.Requests:
-			if wire.IsStream(env.Type) { // streams.go: the bridge's own
-				l.refuseStream(env)
-				continue
-			}
-			if startsWork(env.Type) {
-				l.sent.add(env, c.n) // before the agent can answer it (inflight.go)
-			}
-			if err := writeEnvelope(c.ws, env); err != nil {
-				l.log.Warn("write to agent", "err", err)
-				return
-			}
-		case <-streamItems:
-			it, ok := l.streams.queue().TryNext()
-			if !ok {
-				continue
-			}
-			if err := l.writeStream(c, it); err != nil {
-				l.log.Warn("write stream traffic to agent", "err", err)
-				return
-			}
-		case data := <-l.cfg.Input:
-			if err := (wire.Writer{Conn: c.ws, Wait: writeWait}).Binary(data); err != nil {
-				l.log.Warn("write terminal input to agent", "err", err)
-				return
-			}
-		case <-ticker.C:
-			if err := c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeWait)); err != nil {
-				l.log.Warn("ping agent", "err", err)
-				return
-			}
-		case <-c.dead:
-			return
-		case <-l.ctx.Done():
-			msg := websocket.FormatCloseMessage(websocket.CloseGoingAway, "thread closed")
-			_ = c.ws.WriteControl(websocket.CloseMessage, msg, time.Now().Add(writeWait))
-			return
-		}
-	}
 }
 
 // writeEnvelope writes one frame with the write deadline.

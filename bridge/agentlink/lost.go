@@ -36,7 +36,7 @@ func (l *Link) lost(c *connection, err error) {
 		msg = ev.Message
 	}
 	l.log.Warn("agent connection lost", "reason", msg)
-	<-c.writerDone
+	<-c.pump.Done()
 	if !stopped && l.reconnect() == nil { // the sandbox still runs
 		return
 	}
@@ -63,7 +63,7 @@ func (l *Link) replacedLoss(c *connection) bool {
 	l.cfg.Thread.Publish(wire.MustNew(wire.TypeSandboxExited, l.id, "", ev))
 	l.log.Warn("agent connection ended: sandbox replaced", "reason", ev.Reason)
 	l.endLostWork(ev.Message) // turnend.go: the replacement runs none of it
-	<-c.writerDone
+	<-c.pump.Done()
 	if err := l.replace(ev); err != nil {
 		l.log.Error("replace sandbox", "err", err)
 		l.cfg.Thread.Publish(wire.ErrorEnvelope(l.id, "", wire.CodeSandboxUnavailable, "%s; no replacement: %v", ev.Message, err))
@@ -164,7 +164,7 @@ func (l *Link) nextContext(timeout time.Duration) (context.Context, context.Canc
 // ending (ws is then closed). The caller starts it once it has said what
 // happened. It runs where no writer runs (replace, reconnect).
 func (l *Link) install(ws *websocket.Conn) (*connection, error) {
-	c := newConnection(ws)
+	c := l.newConnection(ws)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closing {
@@ -172,5 +172,6 @@ func (l *Link) install(ws *websocket.Conn) (*connection, error) {
 		return nil, errors.New("thread closed")
 	}
 	l.cur = c
+	l.live.Store(c) // its pump is held until start: a kick before then is seen by its first run
 	return c, nil
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/boxwire/boxwire/bridge/wire"
@@ -41,36 +42,51 @@ var ErrAgentGone = errors.New("the sandbox's agent connection ended")
 // streams is a link's open streams and stream requests.
 type streams struct {
 	// out is the traffic towards the agent, in order. Most threads never
-	// open a stream, so it is made on first use (queue): its buffer is
-	// streamQueueLen items (256 KiB). ready is closed when it is made;
-	// the writer waits for it before it reads out.
+	// open a stream, so it is made on first use (queue); kick (the link's)
+	// has the writer drain it. made is set once it is made; the writer
+	// looks at out only then (made).
 	outOnce sync.Once
 	out     *wire.Queue[wire.Envelope]
-	ready   chan struct{}
+	made    atomic.Bool
+	kick    func()
 	max     int
 
 	mu      sync.Mutex
 	next    uint64
-	open    map[string]*Stream
+	open    map[string]*Stream            // made with waiting on first use (maps)
 	waiting map[string]chan wire.Envelope // answers to port_open and port_list, by request id
 }
 
-func newStreams(max int) *streams {
+func newStreams(max int, kick func()) *streams {
 	if max <= 0 {
 		max = DefaultMaxStreams
 	}
-	return &streams{
-		ready: make(chan struct{}), max: max,
-		open: map[string]*Stream{}, waiting: map[string]chan wire.Envelope{},
-	}
+	return &streams{kick: kick, max: max}
 }
 
 // queue is s.out, made on the first call. It is safe for concurrent use.
 func (s *streams) queue() *wire.Queue[wire.Envelope] {
 	s.outOnce.Do(func() {
 		s.out = wire.NewQueue[wire.Envelope](streamQueueLen, streamBudget)
-		close(s.ready)
+		s.out.OnPush(s.kick)
+		s.made.Store(true)
 	})
+	return s.out
+}
+
+// maps makes the maps of open streams and requests on their first use
+// (most threads never open a stream); s.mu is held.
+func (s *streams) maps() {
+	if s.open == nil {
+		s.open, s.waiting = map[string]*Stream{}, map[string]chan wire.Envelope{}
+	}
+}
+
+// pending is s.out for the writer, nil while no stream was ever opened.
+func (s *streams) pending() *wire.Queue[wire.Envelope] {
+	if !s.made.Load() {
+		return nil
+	}
 	return s.out
 }
 
@@ -93,6 +109,7 @@ func (l *Link) DialPort(ctx context.Context, port int) (*Stream, error) {
 	s.next++
 	id := streamIDPrefix + strconv.FormatUint(s.next, 10)
 	st := newStream(s, id, port)
+	s.maps()
 	s.open[id] = st
 	answer := make(chan wire.Envelope, 1)
 	s.waiting[id] = answer
@@ -118,6 +135,7 @@ func (l *Link) Ports(ctx context.Context) ([]wire.Port, error) {
 	s.next++
 	id := streamIDPrefix + strconv.FormatUint(s.next, 10)
 	answer := make(chan wire.Envelope, 1)
+	s.maps()
 	s.waiting[id] = answer
 	s.mu.Unlock()
 	got, err := s.request(ctx, l.Dead(), id, answer, wire.MustNew(wire.TypePortList, l.id, id, nil))

@@ -78,7 +78,6 @@ type fakeStore struct{}
 type linkEnv struct {
 	link   *agentlink.Link
 	thread *fakeThread
-	reqs   chan wire.Envelope
 	agent  *session.Server
 	// newBytes is what agentlink.New allocated (the idle agent may add a
 	// little of its own).
@@ -121,14 +120,14 @@ func newLinkEnv(t *testing.T) *linkEnv {
 	if err := ws.ReadJSON(&hello); err != nil || hello.Type != wire.TypeHello {
 		t.Fatalf("hello: %v %s", err, hello.Type)
 	}
-	e := &linkEnv{thread: &fakeThread{}, reqs: make(chan wire.Envelope, 8), agent: agent}
+	e := &linkEnv{thread: &fakeThread{}, agent: agent}
 	var group sync.WaitGroup
 	tctx, tcancel := context.WithCancel(context.Background())
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	e.link = agentlink.New(tctx, ws, agentlink.Config{
 		ID: "t1", Thread: e.thread, Fleet: fakeFleet{}, Store: fakeStore{}, Server: tctx,
-		Group: &group, Requests: e.reqs, Input: make(chan []byte), LogEmpty: true, MaxStreams: 4,
+		Group: &group, LogEmpty: true, MaxStreams: 4,
 	})
 	runtime.ReadMemStats(&after)
 	e.newBytes = after.TotalAlloc - before.TotalAlloc
@@ -250,7 +249,9 @@ func TestStreamErrors(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ports while a stream is stalled: %v (%v)", err, ports)
 	}
-	e.reqs <- wire.MustNew(wire.TypePortOpen, "t1", "c1/x", wire.PortOpen{Stream: "mine", Port: free})
+	if err := e.link.Send(wire.MustNew(wire.TypePortOpen, "t1", "c1/x", wire.PortOpen{Stream: "mine", Port: free}), waitFor); err != nil {
+		t.Fatalf("send a client's port_open: %v", err)
+	}
 	deadline := time.Now().Add(waitFor)
 	for {
 		ds := e.thread.deliveries()

@@ -105,13 +105,10 @@ func (t *thread) toolCheck(env wire.Envelope) {
 	}()
 }
 
-// sendAgent queues env for the agent unless the thread or agent stopped.
+// sendAgent queues env for the agent unless the thread or agent stopped
+// (then it is dropped); it waits for room as long as neither does.
 func (t *thread) sendAgent(env wire.Envelope) {
-	select {
-	case t.toAgent <- env:
-	case <-t.ctx.Done():
-	case <-t.deadCh():
-	}
+	_ = t.link.Send(env, 0)
 }
 
 // approvalRequest handles the approval types a client may send

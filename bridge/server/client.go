@@ -38,9 +38,12 @@ const (
 	closeTooSlow = websocket.CloseTryAgainLater
 )
 
-// client is one attached client connection. Its handler goroutine reads; its
-// writer goroutine (writePump) is the only one that writes to conn, and it
-// closes conn when it returns.
+// client is one attached client connection. Its handler goroutine reads;
+// its writer (write, run by pump) is the only one that writes to conn, and
+// it closes conn when it finishes. The writer runs on a goroutine only
+// while there is something to write — a reply, a terminal item, events
+// after its cursor, a ping, the close — so an idle connection has one
+// goroutine, its reader (wire.Pump).
 type client struct {
 	id   string
 	conn *websocket.Conn
@@ -56,21 +59,31 @@ type client struct {
 	closeText string
 	final     *wire.Envelope // written just before the close frame, if set
 
-	wake   chan struct{} // signalled when the thread has new events (cap 1)
-	cursor uint64        // seq of the last event written; writer only
+	// pump runs write whenever the thread has new events (wakeUp), a
+	// queue gets an item, the ping ticks or the client is kicked.
+	pump *wire.Pump
+	// The writer's own: set by startWriter before the pump's first run,
+	// then read and written only by the writer.
+	thread  *thread
+	greet   greeting
+	greeted bool
+	cursor  uint64 // seq of the last event written
 
 	termQueue // terminal frames and control messages (terminal.go)
 }
 
 func newClient(id string, conn *websocket.Conn, log *slog.Logger) *client {
-	return &client{
+	c := &client{
 		id: id, conn: conn, log: log, ctx: context.Background(),
 		send: wire.NewQueue[wire.Envelope](clientSendBuffer, 0),
 		stop: make(chan struct{}),
-		wake: make(chan struct{}, 1),
 
 		termQueue: newTermQueue(),
 	}
+	c.pump = wire.NewPump(c.write, pingPeriod)
+	c.send.OnPush(c.pump.Kick)
+	c.term.OnPush(c.pump.Kick)
+	return c
 }
 
 // enqueue queues env for the writer without blocking; a client whose queue
@@ -89,94 +102,103 @@ func (c *client) kick(code int, text string, final *wire.Envelope) {
 		c.closeCode, c.closeText, c.final = code, text, final
 		close(c.stop)
 		c.term.Wake() // a fan-out waiting for room finds c gone (terminal.go)
+		c.pump.Kick()
 	})
 }
 
 // wakeUp tells the writer there are new events, without blocking.
-func (c *client) wakeUp() {
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
-}
+func (c *client) wakeUp() { c.pump.Kick() }
 
-// greeting is what writePump sends first (ws.go: helloAnswer).
+// greeting is what the writer sends first (ws.go: helloAnswer).
 type greeting struct {
 	hello    wire.Envelope
 	then     *wire.Envelope // sent right after hello, before any event, if set
 	afterSeq uint64         // the events that follow come after this seq
 }
 
-// writePump writes the greeting, then t's events after its afterSeq by
-// cursor — from the thread's tail or the store, a batch at a time, so a
-// client that is behind never holds memory — interleaved with replies,
-// terminal frames and pings, until kicked or a write fails. It closes the
-// connection when it returns.
-func (c *client) writePump(t *thread, g greeting) {
-	defer c.conn.Close()
+// startWriter starts c's writer for t: it writes the greeting, then t's
+// events after its afterSeq by cursor — from the thread's tail or the
+// store, a batch at a time, so a client that is behind never holds memory
+// — interleaved with replies, terminal frames and pings, until kicked or a
+// write fails; then it closes the connection and c.pump.Done() closes. It
+// does not block; call it once.
+func (c *client) startWriter(t *thread, g greeting) {
+	c.thread, c.greet = t, g
+	c.pump.Start()
+}
+
+// write is one run of the writer (wire.Pump): it writes what waits, one
+// item of each kind in turn, until nothing does (false) or the
+// connection is finished (true: kicked, or a write failed; conn closed).
+func (c *client) write() (finished bool) {
 	w := c.w()
-	ticker := time.NewTicker(pingPeriod)
-	defer ticker.Stop()
-	for _, env := range []*wire.Envelope{&g.hello, g.then} {
-		if env == nil {
-			continue
+	if !c.greeted {
+		c.greeted = true
+		for _, env := range []*wire.Envelope{&c.greet.hello, c.greet.then} {
+			if env == nil {
+				continue
+			}
+			if err := w.JSON(*env); err != nil {
+				return c.failed("write to client", err)
+			}
 		}
-		if err := w.JSON(*env); err != nil {
-			c.log.Debug("write to client", "err", err)
-			return
-		}
+		c.cursor = c.greet.afterSeq
 	}
-	c.cursor = g.afterSeq
 	for {
-		wake := c.wake
-		if c.cursor < t.committedSeq() {
-			if err := c.writeEvents(t); err != nil {
-				c.log.Debug("write to client", "err", err)
-				return
-			}
-			wake = closedWake // more may be waiting: only peek at the rest
-		}
 		select {
-		case <-wake:
-		case <-c.send.Ready():
-			it, ok := c.send.TryNext()
-			if !ok {
-				continue
-			}
-			c.send.Release(it)
-			if err := w.JSON(*it.Msg); err != nil {
-				c.log.Debug("write to client", "err", err)
-				return
-			}
-		case <-c.term.Ready():
-			out, ok := c.term.TryNext()
-			if !ok {
-				continue
-			}
-			if err := c.writeTerm(out); err != nil {
-				c.log.Debug("write terminal to client", "err", err)
-				return
-			}
-		case <-ticker.C:
-			if err := w.Ping(); err != nil {
-				c.log.Debug("ping client", "err", err)
-				return
-			}
 		case <-c.stop:
 			if c.final != nil && (c.final.Seq == 0 || c.final.Seq > c.cursor) {
 				_ = w.JSON(*c.final)
 			}
 			_ = w.Close(c.closeCode, c.closeText)
-			return
+			c.conn.Close()
+			return true
+		default:
+		}
+		busy := false
+		if c.cursor < c.thread.committedSeq() {
+			if err := c.writeEvents(c.thread); err != nil { // one batch: then the rest gets a turn
+				return c.failed("write to client", err)
+			}
+			busy = true
+		}
+		if it, ok := c.send.TryNext(); ok {
+			c.send.Release(it)
+			if err := w.JSON(*it.Msg); err != nil {
+				return c.failed("write to client", err)
+			}
+			busy = true
+		}
+		if out, ok := c.term.TryNext(); ok {
+			if err := c.writeTerm(out); err != nil {
+				return c.failed("write terminal to client", err)
+			}
+			busy = true
+		}
+		if c.pump.Ticked() {
+			if err := w.Ping(); err != nil {
+				return c.failed("ping client", err)
+			}
+		}
+		if !busy {
+			return false
 		}
 	}
 }
 
-// w is the writer of c's connection; only writePump writes.
+// failed ends the writer after a failed write: it closes the connection
+// (the reader then ends too).
+func (c *client) failed(what string, err error) (finished bool) {
+	c.log.Debug(what, "err", err)
+	c.conn.Close()
+	return true
+}
+
+// w is the writer of c's connection; only the writer (write) writes.
 func (c *client) w() wire.Writer { return wire.Writer{Conn: c.conn, Wait: writeWait} }
 
-// closedWake is always ready: the writer selects on it to take other work
-// between batches of events without waiting.
+// closedWake is always ready: a writer selects on it to take other work
+// between batches of events without waiting (forwarded.go).
 var closedWake = func() chan struct{} { ch := make(chan struct{}); close(ch); return ch }()
 
 // writeEvents writes the next batch of events after the cursor.

@@ -25,7 +25,7 @@ import (
 //     numbered with the thread's next seq and queued to the store.
 //  4. fan-out — fanOut, once the store committed it: the event enters the
 //     thread's tail and every attached client's writer is woken; each
-//     writer reads it from the tail by cursor (client.go writePump).
+//     writer reads it from the tail by cursor (client.go write).
 //
 // The thread's numbering and tail are a threadlog.Log.
 //

@@ -1,10 +1,12 @@
 package server
 
 import (
+	"errors"
 	"io"
 	"sync"
 	"time"
 
+	"github.com/boxwire/boxwire/bridge/agentlink"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -35,7 +37,7 @@ const (
 )
 
 // termQueue is a client's terminal queue (control messages and output
-// frames, see wire.Queue); its writePump drains it.
+// frames, see wire.Queue); its writer drains it.
 type termQueue struct {
 	term *wire.Queue[wire.Envelope]
 }
@@ -81,19 +83,18 @@ func (c *client) writeTerm(out wire.Item[wire.Envelope]) error {
 	return c.w().Binary(out.Frame)
 }
 
-// termRelay is a thread's terminal state: which clients watch which session,
-// and the input frames waiting for the agent writer.
+// termRelay is a thread's terminal state: which clients watch which
+// session. (Input frames wait in the agent link's input queue.)
 type termRelay struct {
 	mu       sync.Mutex
-	watchers map[string]map[*client]struct{} // session -> clients
-	input    chan []byte
+	watchers map[string]map[*client]struct{} // session -> clients; made on the first attach
 	// fan fans output out on the agent link's reader (one at a time: a reader
 	// ends before the next link's starts reading).
 	fan wire.Fanout[*client]
 }
 
 func newTermRelay() *termRelay {
-	r := &termRelay{watchers: map[string]map[*client]struct{}{}, input: make(chan []byte, agentSendBuffer)}
+	r := &termRelay{}
 	r.fan.StallLimit, r.fan.LagGrace = termStallLimit, termLagGrace
 	return r
 }
@@ -101,6 +102,9 @@ func newTermRelay() *termRelay {
 func (r *termRelay) add(session string, c *client) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.watchers == nil {
+		r.watchers = map[string]map[*client]struct{}{}
+	}
 	if r.watchers[session] == nil {
 		r.watchers[session] = map[*client]struct{}{}
 	}
@@ -224,14 +228,10 @@ func (t *thread) terminalInput(c *client, r io.Reader) {
 		c.refuseBinary(t, r) // drains the rest and says what binary frames are for
 		return
 	}
-	timer := time.NewTimer(agentSendWait)
-	defer timer.Stop()
-	select {
-	case t.term.input <- data:
-	case <-t.deadCh():
+	switch err := t.link.SendInput(data, agentSendWait); {
+	case errors.Is(err, agentlink.ErrAgentGone):
 		c.enqueue(wire.ErrorEnvelope(t.id, "", wire.CodeSandboxUnavailable, "sandbox stopped"))
-	case <-t.stop:
-	case <-timer.C:
+	case errors.Is(err, agentlink.ErrAgentBusy):
 		c.enqueue(wire.ErrorEnvelope(t.id, "", wire.CodeSandboxUnavailable, "agent is not accepting input"))
-	}
+	} // nil: queued; ErrThreadEnded: the client is being closed
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -18,12 +19,8 @@ import (
 )
 
 const (
-	// agentSendBuffer is how many requests (and, in the terminal relay,
-	// input frames) may wait for the agent writer; a sender finding it
-	// full waits up to agentSendWait. Every thread has both channels and a
-	// channel's buffer is allocated whole (16 envelopes: 1.3 KiB).
-	agentSendBuffer = 16
-	// agentSendWait bounds handing a request to a busy agent writer.
+	// agentSendWait bounds handing a request (or terminal input) to a busy
+	// agent writer: agentlink.RequestQueueLen of them may wait for it.
 	agentSendWait = 10 * time.Second
 	// inspectWait bounds asking the engine for a stopped sandbox's log.
 	inspectWait = 3 * time.Second
@@ -56,10 +53,9 @@ type thread struct {
 	stopOnce sync.Once
 	wg       sync.WaitGroup
 
-	toAgent chan wire.Envelope
-	term    *termRelay     // terminal sessions' watchers and input (terminal.go)
-	gate    *approval.Gate // approval policy, pending requests, held output (bridge/approval)
-	host    hostCalls      // running host tool calls (hosttools.go)
+	term *termRelay     // terminal sessions' watchers (terminal.go)
+	gate *approval.Gate // approval policy, pending requests, held output (bridge/approval)
+	host hostCalls      // running host tool calls (hosttools.go)
 
 	mu      sync.Mutex
 	events  threadlog.Log      // numbering, tail, whether the agent works
@@ -74,7 +70,6 @@ func newThread(s *Server, id string, agent *websocket.Conn, b *fleet.Box, last u
 	t := &thread{
 		id: id, log: log, mgr: s.cfg.Manager, box: b, srv: s, store: s.events, created: time.Now().UTC(),
 		ctx: ctx, cancel: cancel, stop: ctx.Done(),
-		toAgent: make(chan wire.Envelope, agentSendBuffer),
 		term:    newTermRelay(),
 		events:  threadlog.New(last, s.cfg.MaxStoredOutput),
 		clients: make(map[string]*client),
@@ -82,7 +77,7 @@ func newThread(s *Server, id string, agent *websocket.Conn, b *fleet.Box, last u
 	t.gate = t.newGate() // approvals.go
 	t.link = agentlink.New(ctx, agent, agentlink.Config{
 		ID: id, Log: log, Thread: t, Fleet: s.fleet, Box: b, Manager: s.cfg.Manager, Store: s.events,
-		Server: s.ctx, Group: &t.wg, Requests: t.toAgent, Input: t.term.input, LogEmpty: last == 0,
+		Server: s.ctx, Group: &t.wg, LogEmpty: last == 0,
 	})
 	t.link.Start()
 	t.watchTokens() // llmtoken.go
@@ -131,23 +126,12 @@ func (t *thread) request(c *client, env wire.Envelope) {
 	}
 	origID := env.ID
 	env.Thread, env.Seq, env.ID = t.id, 0, agentlink.RoutedID(c.id, origID, env.Type)
-	dead := t.deadCh()
-	select {
-	case <-dead:
+	switch err := t.link.Send(env, agentSendWait); {
+	case errors.Is(err, agentlink.ErrAgentGone):
 		c.enqueue(wire.ErrorEnvelope(t.id, origID, wire.CodeSandboxUnavailable, "sandbox stopped"))
-		return
-	default:
-	}
-	timer := time.NewTimer(agentSendWait)
-	defer timer.Stop()
-	select {
-	case t.toAgent <- env:
-	case <-dead:
-		c.enqueue(wire.ErrorEnvelope(t.id, origID, wire.CodeSandboxUnavailable, "sandbox stopped"))
-	case <-t.ctx.Done():
-	case <-timer.C:
+	case errors.Is(err, agentlink.ErrAgentBusy):
 		c.enqueue(wire.ErrorEnvelope(t.id, origID, wire.CodeSandboxUnavailable, "agent is not accepting requests"))
-	}
+	} // nil: queued; ErrThreadEnded: the client is being closed
 }
 
 // shutdown detaches and closes every client (after sending final, when it

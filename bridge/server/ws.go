@@ -29,7 +29,7 @@ var wsWriteBuffers = &sync.Pool{}
 
 // serveWS runs one client connection: hello, thread creation or lookup,
 // then the relay until either side ends it. It blocks for the life of the
-// connection; its writer goroutine is waited for before it returns.
+// connection; its writer is waited for before it returns.
 func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	if !s.enter() {
 		httpjson.Error(w, http.StatusServiceUnavailable, wire.CodeInternal, "bridge shutting down")
@@ -79,15 +79,10 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		c.log.Info("credentials revoked: closing the connection")
 		c.kick(websocket.ClosePolicyViolation, "credentials revoked", nil)
 	})
-	greeting := helloAnswer(s.cfg.Software, t, helloEnv.ID, hello.AfterSeq)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		c.writePump(t, greeting)
-	}()
+	c.startWriter(t, helloAnswer(s.cfg.Software, t, helloEnv.ID, hello.AfterSeq)) // client.go: runs while it has work
 	c.readPump(t)
 	c.kick(closeNormal, "", nil)
-	<-done
+	<-c.pump.Done()
 	endConn()
 	stopRevoke()
 	t.detach(c)
