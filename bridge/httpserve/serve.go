@@ -35,6 +35,16 @@ type Server struct {
 	done chan struct{}
 }
 
+// http1 is the one protocol served: the proxies' listeners are plain
+// sockets, where HTTP/2 would need prior knowledge no client of theirs
+// has. Without it, Serve does not set up an HTTP/2 server for each
+// listener (about 1 KiB a sandbox, kept for its life).
+var http1 = func() *http.Protocols {
+	var p http.Protocols
+	p.SetHTTP1(true)
+	return &p
+}()
+
 // Start serves h on ln in a goroutine owned by the returned Server, which
 // closes ln. It does not block.
 func Start(ln net.Listener, h http.Handler, cfg Config) *Server {
@@ -48,6 +58,7 @@ func Start(ln net.Listener, h http.Handler, cfg Config) *Server {
 			Handler:           h,
 			ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 			ErrorLog:          slog.NewLogLogger(log.Handler(), cfg.ErrorLevel),
+			Protocols:         http1,
 		},
 		done: make(chan struct{}),
 	}

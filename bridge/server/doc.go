@@ -6,10 +6,11 @@
 // [sandbox.Manager]) whose agent listens on <folder>/agent.sock. The server
 // answers the client's hello only once that agent has answered the bridge's.
 //
-// Each thread has one agent connection at a time, served by one reading
-// and one writing goroutine of its agent link (bridge/agentlink, which
-// also resumes, resends and replaces); its numbering and in-memory tail
-// are a threadlog.Log (bridge/threadlog).
+// Each thread has one agent connection at a time, served by its agent
+// link (bridge/agentlink, which also resumes, resends and replaces): a
+// reading goroutine, and a writer that has a goroutine only while it
+// writes; its numbering and in-memory tail are a threadlog.Log
+// (bridge/threadlog).
 //
 // Requests from clients travel to the agent with their id rewritten to
 // "<connID>/<id>", so the agent's replies (no seq) go back to the one
@@ -18,9 +19,12 @@
 // every attached client. A client that resumes with after_seq first gets the
 // logged events after it, then live ones, without gap or duplicate.
 //
-// Each client connection has one reader and one writer goroutine; the writer
-// is fed by a buffered channel and sends pings. A client that cannot keep up
-// is dropped with close code 1013 (try again later), never waited for.
+// Each client connection has one reader goroutine (relay, started once
+// the client is attached) and one writer, which runs on a goroutine only
+// while it has something to write (wire.Pump): events by cursor, the
+// replies and terminal items of its queues, pings, the close. A client
+// that cannot keep up is dropped with close code 1013 (try again later),
+// never waited for.
 //
 // Sandboxes ("boxes") are made per thread, or shared by every thread of an
 // assistant (scope assistant), by the server's fleet (bridge/fleet): it

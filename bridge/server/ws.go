@@ -28,25 +28,57 @@ var upgrader = websocket.Upgrader{WriteBufferSize: 4096, WriteBufferPool: wsWrit
 var wsWriteBuffers = &sync.Pool{}
 
 // serveWS runs one client connection: hello, thread creation or lookup,
-// then the relay until either side ends it. It blocks for the life of the
-// connection; its writer is waited for before it returns.
+// then the relay until either side ends it. The handshake runs on the
+// request's handler goroutine, the relay on a goroutine of its own
+// (relay), counted in s.conns like the handler: the handler returns once
+// the client is attached, and the HTTP server's state for the request
+// (its connection's 4 KiB write buffer, the parsed request, the
+// handler's stack) goes with it instead of staying for the connection's
+// life.
 func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	if !s.enter() {
 		httpjson.Error(w, http.StatusServiceUnavailable, wire.CodeInternal, "bridge shutting down")
 		return
 	}
-	defer s.conns.Done()
+	a, ok := s.attachWS(w, r)
+	if !ok {
+		s.conns.Done()
+		return
+	}
+	go a.relay()
+}
+
+// attached is a client attached to its thread, for relay.
+type attached struct {
+	s          *Server
+	c          *client
+	t          *thread
+	endConn    context.CancelFunc // ends c.ctx
+	stopRevoke func()
+}
+
+// attachWS upgrades the connection, reads the client's hello, finds or
+// makes its thread, attaches the client and starts its writer. It reports
+// false when the connection ended instead (answered, rejected or
+// forwarded to another bridge and served there).
+func (s *Server) attachWS(w http.ResponseWriter, r *http.Request) (a attached, ok bool) {
 	conn, err := upgrader.Upgrade(w, r, nil)
 	if err != nil {
-		return // the upgrader has answered
+		return a, false // the upgrader has answered
 	}
 	s.metrics.Clients.Inc() // GET /metrics (metrics.go)
-	defer s.metrics.Clients.Dec()
 	c := newClient("c"+strconv.FormatUint(s.connID.Add(1), 10), conn, s.log)
 	c.log = s.log.With("conn", c.id, "remote", r.RemoteAddr)
-	cctx, endConn := context.WithCancel(r.Context()) // the principal (users.go), until the handler returns
-	defer endConn()
+	// The principal (users.go), until the relay ends: it outlives the
+	// request's handler, whose context ends when it returns.
+	cctx, endConn := context.WithCancel(context.WithoutCancel(r.Context()))
 	c.ctx = cctx
+	defer func() {
+		if !ok {
+			endConn()
+			s.metrics.Clients.Dec()
+		}
+	}()
 
 	stopWatch := context.AfterFunc(s.ctx, func() { _ = conn.NetConn().SetReadDeadline(time.Now()) })
 	hello, helloEnv, err := peerhello.Read(conn, helloTimeout) // bridge/internal/peerhello
@@ -54,23 +86,23 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		c.log.Debug("client hello", "err", err)
 		reject(conn, errorFor("", helloEnv.ID, err), websocket.ClosePolicyViolation)
-		return
+		return a, false
 	}
 	ctx, stopHangup := hangup.Watch(r.Context(), conn.NetConn()) // bridge/internal/hangup: a client that leaves stops creation
 	t, err := onOwnStack(func() (*thread, error) { return s.threadFor(ctx, hello) })
 	stopHangup()
 	if err != nil && s.forward(r, conn, helloEnv, err) { // another bridge relays the thread (forward.go)
-		return
+		return a, false
 	}
 	if err != nil {
 		c.log.Warn("attach client", "thread", hello.Thread, "err", err)
 		reject(conn, errorFor(hello.Thread, helloEnv.ID, err), closeNormal)
-		return
+		return a, false
 	}
 	c.log = c.log.With("thread", t.id)
 	if !t.attach(c) {
 		reject(conn, wire.ErrorEnvelope(t.id, helloEnv.ID, wire.CodeNotFound, "thread deleted"), closeNormal)
-		return
+		return a, false
 	}
 	s.addClient(c)
 	c.log.Info("client attached", "after_seq", hello.AfterSeq)
@@ -80,11 +112,20 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		c.kick(websocket.ClosePolicyViolation, "credentials revoked", nil)
 	})
 	c.startWriter(t, helloAnswer(s.cfg.Software, t, helloEnv.ID, hello.AfterSeq)) // client.go: runs while it has work
+	return attached{s: s, c: c, t: t, endConn: endConn, stopRevoke: stopRevoke}, true
+}
+
+// relay reads the attached client's frames until the connection ends,
+// then waits for its writer, detaches it and counts it out of s.conns.
+func (a attached) relay() {
+	s, c, t := a.s, a.c, a.t
+	defer s.conns.Done()
+	defer s.metrics.Clients.Dec()
 	c.readPump(t)
 	c.kick(closeNormal, "", nil)
 	<-c.pump.Done()
-	endConn()
-	stopRevoke()
+	a.endConn()
+	a.stopRevoke()
 	t.detach(c)
 	s.removeClient(c)
 	c.log.Info("client detached")
