@@ -2,11 +2,13 @@ package e2e_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/boxwire/boxwire/bridge/store"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -171,4 +173,101 @@ func sharedRelay(t *testing.T, url string, threads ...string) string {
 		}
 	}
 	return relay
+}
+
+// A suspended thread of an assistant is resumed through a bridge other
+// than the one that runs its box's sandbox again (issue 22): bridge 0
+// makes threads a, b and d of one assistant, all three are suspended
+// (idle) and bridge 0 gives their leases up; a resumes on bridge 0, whose
+// new sandbox takes the box's name back. b's client on bridge 1 is
+// forwarded to bridge 0, where b joins the running sandbox with its
+// history, and a new thread of the assistant made on bridge 1 does not
+// take the box's workspace back (d is suspended in it, but the box is in
+// use) and gets a sandbox of its own: one bridge relays the box's
+// threads, no second sandbox of the box, no volume left behind, and b's
+// next model call carries its own conversation. Before, bridge 1 made
+// the sandbox boxwire-<box> for each and failed on the engine's name
+// conflict.
+func TestStorePostgresAssistantResumedElsewhere(t *testing.T) {
+	_, url := postgres(t)
+	envs := startBridges(t, 2, assistantScript, "BOXWIRE_STORE="+url, "BOXWIRE_LEASE_TTL="+failoverTTL.String(),
+		"BOXWIRE_IDLE_TTL=3s", "BOXWIRE_REAP_INTERVAL=200ms")
+	shared := map[string]string{"boxwire.assistant": "helper-r"}
+	var threads []wire.ThreadInfo
+	for range 3 {
+		threads = append(threads, envs[0].createThread(wire.CreateThread{Scope: wire.ScopeAssistant, Assistant: "helper-r"}))
+	}
+	a, b := threads[0], threads[1]
+	bookB := newSeqBook()
+	wb := envs[0].watch(b.ID, 0, bookB)
+	color := wb.say(t, "my color is blue")
+	bookB.await(t, "b's first turn_done", turnTimeout, isType(wire.TypeTurnDone, color))
+	wb.close()
+	db := openPG(t, url)
+	waitFor(t, "the threads suspended and their leases given up", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), eventTimeout)
+		defer cancel()
+		ls, err := db.Leases(ctx)
+		if err != nil || len(envs[0].containers(shared)) != 0 || slices.ContainsFunc(ls, func(l store.Lease) bool {
+			return l.Expires.After(time.Now()) && slices.ContainsFunc(threads, func(th wire.ThreadInfo) bool { return th.ID == l.Thread })
+		}) {
+			return false
+		}
+		for _, th := range threads {
+			if envs[0].threadInfo(th.ID).Status != wire.SandboxSuspended {
+				return false
+			}
+		}
+		return true
+	})
+
+	bookA := newSeqBook()
+	envs[0].watch(a.ID, 0, bookA) // stays attached: the sandbox is not suspended again
+	bookA.await(t, "a resumed", turnTimeout, isType(wire.TypeSandboxReplaced, ""))
+	boxes := envs[0].containers(shared)
+	if len(boxes) != 1 || !boxes[0].Running {
+		t.Fatalf("the assistant's sandboxes on bridge 0 after a's resume: %+v; want one running", boxes)
+	}
+	box := boxes[0].Labels["boxwire.box"]
+
+	if wb, err := envs[1].redial(b.ID, bookB, time.Now().Add(turnTimeout)); err != nil { // forwarded to bridge 0
+		t.Errorf("resume b through bridge 1: %v", err)
+	} else {
+		t.Cleanup(wb.close)
+		var rep wire.SandboxReplaced
+		mustDecode(t, bookB.await(t, "b resumed", turnTimeout, isType(wire.TypeSandboxReplaced, "")), &rep)
+		if rep.SandboxID != boxes[0].ID || rep.Restored == 0 {
+			t.Errorf("b resumed %+v; want in %s (bridge 0's sandbox of the box), its history restored", rep, boxes[0].ID)
+		}
+		which := wb.say(t, "which color did I tell you?")
+		bookB.await(t, "b's next turn_done", turnTimeout, isType(wire.TypeTurnDone, which))
+		if ok, msgs := envs[0].lastChatHas([]string{"my color is blue"}, nil); !ok {
+			t.Errorf("b's model request after the resume: %s", msgs)
+		}
+		if relay := sharedRelay(t, url, a.ID, b.ID); relay != envs[0].id {
+			t.Errorf("the box's threads are relayed by %s; want bridge 0 (%s), which runs its sandbox", relay, envs[0].id)
+		}
+		bookB.check(t)
+	}
+
+	c := envs[1].createThread(wire.CreateThread{Scope: wire.ScopeAssistant, Assistant: "helper-r"})
+	envs[1].watch(c.ID, 0, newSeqBook()) // stays attached
+	mine := envs[1].containers(shared)
+	if len(mine) != 1 || mine[0].ID != c.SandboxID || mine[0].Labels["boxwire.box"] == box {
+		t.Fatalf("the new thread's sandboxes on bridge 1: %+v; want its own (not box %s, which bridge 0 runs)", mine, box)
+	}
+	if now := envs[0].containers(shared); len(now) != 1 || now[0].ID != boxes[0].ID {
+		t.Errorf("the assistant's sandboxes on bridge 0 at the end: %+v; want only %s", now, boxes[0].ID)
+	}
+	if vols := envs[0].volumes(); len(vols) != 1 || vols[0] != "boxwire-ws-"+box {
+		t.Errorf("bridge 0's volumes %v; want only boxwire-ws-%s", vols, box)
+	}
+	if vols := envs[1].volumes(); len(vols) != 1 || vols[0] != "boxwire-ws-"+mine[0].Labels["boxwire.box"] {
+		t.Errorf("bridge 1's volumes %v; want only the new thread's", vols)
+	}
+	for _, e := range envs {
+		if log := e.bridge.logText(); strings.Contains(log, "is already in use") {
+			t.Errorf("bridge %s met the engine's name conflict:\n%s", e.id, log)
+		}
+	}
 }

@@ -243,7 +243,12 @@ func (f *Fleet) acquireBox(ctx context.Context, o Options, threadID string) (*Bo
 	}
 	if b.err == nil {
 		unlock := f.LockBox(b.id) // not while an old sandbox of this id is removed
-		b.err = f.startBox(ctx, b)
+		if b.reuse {
+			b.err = f.clearLeftovers(ctx, b.id) // handover.go: the box's name free
+		}
+		if b.err == nil {
+			b.err = f.startBox(ctx, b)
+		}
 		unlock()
 	}
 	if b.err != nil {

@@ -81,6 +81,34 @@ func (f *Fleet) runs(ctx context.Context, r ThreadRecord) bool {
 	return err == nil
 }
 
+// clearLeftovers frees box id's name (boxwire-<id>) for a sandbox this
+// bridge makes on its workspace (a resumed thread, an assistant taking
+// its suspended workspace back): the box's stopped sandboxes, whichever
+// bridge made them — one that died while no bridge relayed its threads,
+// one a suspension or a dead bridge left — are removed, their workspace
+// volume kept. A running one is left to its bridge, or to a takeover
+// (TakeOver, TakeOverShared, which the caller tried first: one that runs
+// now started meanwhile), and refused with sandbox_unavailable, which the
+// client may try again, rather than the engine's name conflict. It
+// blocks for the engine; the caller holds the box's lock.
+func (f *Fleet) clearLeftovers(ctx context.Context, id string) error {
+	list, err := f.cfg.Manager.List(ctx, map[string]string{sandbox.LabelBox: id})
+	if err != nil {
+		return fmt.Errorf("sandboxes of box %s: %w", id, err)
+	}
+	for _, sb := range list {
+		if sb.Running {
+			return wire.Error{Code: wire.CodeSandboxUnavailable, Message: fmt.Sprintf(
+				"the workspace's sandbox %s still runs (box %s, made by bridge %s): try again", sb.Name, id, sb.Labels[sandbox.LabelOwner])}
+		}
+		if err := f.cfg.Manager.Remove(ctx, sb.ID); err != nil {
+			return fmt.Errorf("remove stopped sandbox %s of box %s: %w", sb.ID, id, err)
+		}
+		f.log.Info("stopped sandbox of the box removed before it is made again", "box", id, "sandbox", sb.ID, "owner", sb.Labels[sandbox.LabelOwner])
+	}
+	return nil
+}
+
 // TakeOver adopts the running sandbox of thread id in box, made by
 // another bridge (or an earlier run of this one), whose lease this bridge
 // holds now: as Reconcile adopts, its proxies are served again in its

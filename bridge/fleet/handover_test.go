@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/boxwire/boxwire/bridge/fleet"
+	"github.com/boxwire/boxwire/bridge/sandbox"
 	"github.com/boxwire/boxwire/bridge/testutil"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
@@ -106,4 +107,47 @@ func TestTakeOverShared(t *testing.T) {
 		_, _, removed, _ := a.mgr.State()
 		return slices.Contains(removed, box.SandboxID())
 	})
+}
+
+// A suspended thread's box is made again under its name only once the
+// box's stopped sandboxes are gone, whichever bridge made them (their
+// volume stays); one that still runs refuses the resume with
+// sandbox_unavailable rather than the engine's name conflict.
+func TestResumeClearsTheBoxName(t *testing.T) {
+	t.Parallel()
+	e := newFleet(t, nil)
+	ctx := context.Background()
+	leftover := func(box, assistant string) string {
+		sb, err := e.mgr.Create(ctx, sandbox.Spec{Name: "boxwire-" + box, AgentDir: t.TempDir(), Labels: map[string]string{
+			sandbox.LabelBox: box, sandbox.LabelScope: string(wire.ScopeAssistant), sandbox.LabelAssistant: assistant, sandbox.LabelOwner: "bridge-other"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sb.ID
+	}
+	at := time.Now().UTC()
+	suspended := func(id, box, assistant string) fleet.ThreadRecord {
+		return fleet.ThreadRecord{ID: id, Box: box, Scope: wire.ScopeAssistant, Assistant: assistant, Suspended: &at}
+	}
+	stopped := leftover("a_stopped", "helper")
+	e.mgr.Kill(stopped, 137, false)
+	b, conn, err := e.f.Acquire(ctx, e.f.ResumeOptions(suspended("t1", "a_stopped", "helper")), "t1")
+	if err != nil {
+		t.Fatalf("resume beside a stopped sandbox of the box: %v", err)
+	}
+	conn.Close()
+	e.f.Started(b)
+	if _, _, removed, _ := e.mgr.State(); !slices.Contains(removed, stopped) || b.ID() != "a_stopped" || b.SandboxID() == stopped {
+		t.Fatalf("box %s in sandbox %s, removed %v; want a_stopped in a new sandbox, %s removed", b.ID(), b.SandboxID(), removed, stopped)
+	}
+
+	running := leftover("a_running", "other") // another assistant: t1's box is helper's sandbox here
+	_, _, err = e.f.Acquire(ctx, e.f.ResumeOptions(suspended("t2", "a_running", "other")), "t2")
+	var we wire.Error
+	if !errors.As(err, &we) || we.Code != wire.CodeSandboxUnavailable {
+		t.Fatalf("resume beside a running sandbox of the box: %v; want sandbox_unavailable", err)
+	}
+	if _, _, removed, _ := e.mgr.State(); slices.Contains(removed, running) {
+		t.Fatal("the running sandbox of the box was removed")
+	}
 }

@@ -3,6 +3,7 @@ package fleet
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -57,12 +58,30 @@ func (f *Fleet) Options(req wire.CreateThread) (Options, error) {
 }
 
 // WithSuspendedWorkspace returns o taking back the workspace of its
-// assistant's newest suspended thread, if it has one (suspend.go); o
-// itself in thread scope. It blocks for one records read.
+// assistant's newest suspended box, if it has one (suspend.go, a box
+// with no live thread); o itself in thread scope. A box whose sandbox
+// still runs on another bridge (one that suspends it now, or one that
+// died suspending it) is not taken: the new thread gets a sandbox of its
+// own rather than the box's name, which that sandbox holds. It blocks for
+// one records read and, when there is such a box, one engine list.
 func (f *Fleet) WithSuspendedWorkspace(ctx context.Context, o Options) Options {
-	if o.scope == wire.ScopeAssistant {
-		o.boxID = f.book.NewestSuspended(ctx, o.assistant)
+	if o.scope != wire.ScopeAssistant {
+		return o
 	}
+	id := f.book.NewestSuspended(ctx, o.assistant)
+	if id == "" {
+		return o
+	}
+	f.mu.Lock()
+	own := f.sharedBoxLocked(id) != nil
+	f.mu.Unlock()
+	if !own {
+		if _, _, err := f.sharedOf(ctx, id, o.assistant); !errors.Is(err, ErrNoSandbox) { // handover.go
+			f.log.Info("the assistant's suspended workspace is in use: a new one for the thread", "box", id, "assistant", o.assistant, "err", err)
+			return o
+		}
+	}
+	o.boxID = id
 	return o
 }
 

@@ -25,22 +25,28 @@ import (
 // winner. Then it adopts the sandbox once (fleet.TakeOverShared) and joins
 // each thread (joinShared).
 
-// claimShared takes, in id order, the lease of every live thread of the
-// shared sandbox box (stored, not suspended), each marked starting
-// (leases.Begin) until end is called. ids are those threads; taken are
-// the ones whose lease this bridge did not hold before. When another
-// bridge holds one, the leases it took are given back and err is a
-// lease.RelayedError naming that bridge, in words for asking's client.
-// It blocks for the store.
+// claimShared takes, in id order, the lease of every stored thread of the
+// shared sandbox box, each marked starting (leases.Begin) until end is
+// called: the live ones, which the sandbox serves, and the suspended ones,
+// whose lease a bridge holds while it suspends or resumes them (it holds
+// the box's name meanwhile). ids are those threads; taken are the ones
+// whose lease this bridge did not hold before. When another bridge holds
+// one, the leases it took are given back and err is a lease.RelayedError
+// naming that bridge, in words for asking's client. Right after a store
+// outage it first waits for this bridge's renewals to settle
+// (awaitSettled) before it takes a live thread's lease. It blocks for the
+// store.
 func (s *Server) claimShared(ctx context.Context, box, asking string) (ids, taken []string, end func(), err error) {
 	end = func() {}
 	recs, err := s.cfg.Store.List(ctx)
 	if err != nil {
 		return nil, nil, end, fmt.Errorf("list stored threads: %w", err)
 	}
+	byID := map[string]ThreadRecord{}
 	for _, r := range recs {
-		if r.Box == box && r.Scope == wire.ScopeAssistant && r.Suspended == nil {
+		if r.Box == box && r.Scope == wire.ScopeAssistant {
 			ids = append(ids, r.ID)
+			byID[r.ID] = r
 		}
 	}
 	slices.Sort(ids)
@@ -52,6 +58,13 @@ func (s *Server) claimShared(ctx context.Context, box, asking string) (ids, take
 	}
 	for _, id := range ids {
 		held := s.leases.Holds(id)
+		if !held {
+			if err := s.awaitSettled(ctx, byID[id]); err != nil { // leases.go: its relay renews first
+				s.dropLeases(ctx, taken)
+				end()
+				return ids, nil, func() {}, err
+			}
+		}
 		ends = append(ends, s.leases.Begin(id))
 		if err := s.leases.Acquire(ctx, id); err != nil {
 			s.dropLeases(ctx, taken)
@@ -85,8 +98,9 @@ func (s *Server) dropLeases(ctx context.Context, ids []string) {
 	}
 }
 
-// takeOverShared relays rec's live thread in its running shared sandbox,
-// and the sandbox's other live threads with it: it claims their leases
+// takeOverShared relays rec's thread in its running shared sandbox (a
+// suspended one is resumed in it), and the sandbox's other live threads
+// with it: it claims their leases
 // (claimShared), has the fleet adopt the sandbox, or find it here
 // (fleet.TakeOverShared), and joins rec's thread and then each other one
 // whose lock it gets at once (another holder here is starting it, and
@@ -158,17 +172,25 @@ func (s *Server) joinSibling(ctx context.Context, b *fleet.Box, id string, drop 
 	return false
 }
 
-// joinShared registers rec's live thread in b, its shared sandbox, which
-// this bridge runs now. When b's agent is the one the thread last spoke
-// to (the instance it greets with is the stored agent cursor's), it has
-// the thread's conversation and backlog: the thread is adopted and its
-// events go on from the cursor. Otherwise the sandbox was made again
-// since, and the thread is resumed in it: its history is handed over and
-// sandbox_replaced logged.
+// joinShared registers rec's thread in b, its shared sandbox, which this
+// bridge runs now. A suspended thread is resumed in it (its history
+// handed over, sandbox_replaced logged as for any resume). When b's agent
+// is the one a live thread last spoke to (the instance it greets with is
+// the stored agent cursor's), it has the thread's conversation and
+// backlog: the thread is adopted and its events go on from the cursor.
+// Otherwise the sandbox was made again since, and the thread is resumed
+// in it with sandbox_replaced saying so.
 func (s *Server) joinShared(ctx context.Context, b *fleet.Box, rec ThreadRecord) (*thread, error) {
 	conn, instance, err := s.fleet.Rejoin(ctx, b, rec.ID)
 	if err != nil {
 		return nil, fmt.Errorf("reach agent: %w", err)
+	}
+	if rec.Suspended != nil {
+		t, n, err := s.resumeIn(ctx, b, conn, rec)
+		if err == nil {
+			resumed(t, b, rec, n)
+		}
+		return t, err
 	}
 	cur, same, err := s.events.Cursor(rec.ID)
 	if err != nil {

@@ -44,7 +44,7 @@ func (s *Server) resumeThread(ctx context.Context, id string) (t *thread, found 
 	}
 	// Its lease is renewed while it starts (leases.go).
 	defer s.leases.Begin(id)()
-	if rec.Suspended == nil && rec.Scope == wire.ScopeAssistant { // with its shared sandbox's other threads (failover_shared.go)
+	if rec.Scope == wire.ScopeAssistant { // in its box's running sandbox, whichever bridge runs it (failover_shared.go)
 		if t, done, err := s.takeOverShared(ctx, rec); done {
 			return t, true, err
 		}
@@ -70,13 +70,19 @@ func (s *Server) resumeThread(ctx context.Context, id string) (t *thread, found 
 		s.fleet.Abandon(ctx, b) // the workspace volume stays
 		return nil, true, err
 	}
+	resumed(t, b, rec, n)
+	return t, true, nil
+}
+
+// resumed logs and publishes that t, rec's suspended thread, was resumed
+// in b with n events of history.
+func resumed(t *thread, b *fleet.Box, rec ThreadRecord, n int) {
 	why := cmp.Or(rec.SuspendedFor, wire.ExitIdle)
 	t.log.Info("suspended thread resumed", "box", b.ID(), "sandbox", b.SandboxID(), "history_events", n)
-	t.publish(wire.MustNew(wire.TypeSandboxReplaced, id, "", wire.SandboxReplaced{
+	t.publish(wire.MustNew(wire.TypeSandboxReplaced, rec.ID, "", wire.SandboxReplaced{
 		Reason: why, SandboxID: b.SandboxID(), Restored: n,
 		Message: fmt.Sprintf("suspended thread resumed in a new sandbox (it was suspended: %s); workspace and conversation kept", why),
 	}))
-	return t, true, nil
 }
 
 // resumeIn hands rec's thread's history to the agent greeted on conn and

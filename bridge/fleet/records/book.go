@@ -107,17 +107,25 @@ func (k Book) Suspended(ctx context.Context, id string) (Thread, bool) {
 }
 
 // NewestSuspended is the box id of the newest suspended thread of
-// assistant, so that its next sandbox takes the assistant's workspace
-// back; "" when there is none or the store cannot list them.
+// assistant whose box has no live thread, so that its next sandbox takes
+// the assistant's workspace back; "" when there is none or the store
+// cannot list them. A box with a live thread is not suspended: a bridge
+// relays it, or takes it over, in its running sandbox.
 func (k Book) NewestSuspended(ctx context.Context, assistant string) string {
 	recs, err := k.Store.List(ctx)
 	if err != nil {
 		return ""
 	}
+	live := map[string]bool{}
+	for _, r := range recs {
+		if r.Suspended == nil {
+			live[r.Box] = true
+		}
+	}
 	var id string
 	var newest time.Time
 	for _, r := range recs {
-		if r.Scope == wire.ScopeAssistant && r.Assistant == assistant && r.Suspended != nil && !r.Suspended.Before(newest) {
+		if r.Scope == wire.ScopeAssistant && r.Assistant == assistant && r.Suspended != nil && !live[r.Box] && !r.Suspended.Before(newest) {
 			id, newest = r.Box, *r.Suspended
 		}
 	}

@@ -39,6 +39,17 @@ func TestBookSuspension(t *testing.T) {
 	if got := k.NewestSuspended(ctx, "bob"); got != "" {
 		t.Fatalf("NewestSuspended of nobody = %q", got)
 	}
+	// A box with a live thread is in use (its sandbox runs, maybe on
+	// another bridge): not a suspended workspace to take back.
+	if err := k.Store.Put(ctx, records.Thread{ID: "a3", Box: "box2", Scope: wire.ScopeAssistant, Assistant: "ada"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := k.NewestSuspended(ctx, "ada"); got != "box1" {
+		t.Fatalf("NewestSuspended with box2 live = %q, want box1", got)
+	}
+	if err := k.Store.Delete(ctx, "a3"); err != nil {
+		t.Fatal(err)
+	}
 	if exp, err := k.Expired(ctx, t0, 90*time.Minute); err != nil || len(exp) != 1 || exp[0].ID != "a1" {
 		t.Fatalf("Expired = %v, %v; want a1", exp, err)
 	}
