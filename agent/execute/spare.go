@@ -18,9 +18,11 @@ import (
 // shell is (the OOM killer picks it first, no core dumps), it starts as a
 // login shell and reads its profile, then waits for the command on fd 3 and
 // evaluates it: the same as bash -lc "$command", with the start-up paid
-// before the command arrives.
+// before the command arrives. read -N (as many characters as come before
+// the agent closes the pipe) reads the pipe 4 KiB at a time; read -d, or
+// a plain read, takes a pipe one byte per system call.
 const spareWrapper = `echo 1000 > /proc/self/oom_score_adj 2>/dev/null; ulimit -c 0 2>/dev/null; ` +
-	`exec bash -l -c 'IFS= read -r -d "" __boxwire_cmd <&3; exec 3<&-; eval "unset __boxwire_cmd; $__boxwire_cmd"'`
+	`exec bash -l -c 'IFS= read -r -N 2147483647 __boxwire_cmd <&3; exec 3<&-; eval "unset __boxwire_cmd; $__boxwire_cmd"'`
 
 // spareDelay is how long after a command ended its successor's shell
 // starts: long enough for the ended command's result to leave first (the
@@ -96,10 +98,12 @@ func (m *jobManager) startSpare(dir string) (*spare, error) {
 	return &spare{proc: proc, dir: dir, cmdW: w, out: out, stamp: stamp}, nil
 }
 
-// claim hands command to the spare and binds its output to j. It fails
-// (and the caller starts the command the ordinary way) when the spare died
-// while waiting.
+// claim hands command to the spare and binds its output to j. A shell
+// variable cannot hold a NUL byte: the command ends at its first one (read
+// -N would drop it and read on). claim fails, and the caller starts the
+// command the ordinary way, when the spare died while waiting.
 func (s *spare) claim(command string, j *job) (*shell.Process, error) {
+	command, _, _ = strings.Cut(command, "\x00")
 	_, err := io.WriteString(s.cmdW, command)
 	if cerr := s.cmdW.Close(); err == nil {
 		err = cerr

@@ -108,3 +108,39 @@ func awaitReadingCommand(t *testing.T, pid int) {
 		return fmt.Errorf("syscall %q", sc)
 	})
 }
+
+// A command on a spare shell reads as bash -lc reads it, in the remembered
+// shell or a fresh one: its line numbers are its own, a command longer
+// than the spare's pipe arrives whole (a remembered one through a restore
+// file), values with newlines come back, and a NUL byte ends a command.
+func TestSpareShellTakesTheCommandWhole(t *testing.T) {
+	long := "x=" + strings.Repeat("y", 200<<10) + "; echo ${#x}"
+	set, ws := newRunner(t, execute.Config{})
+	mustExit(t, call(t, set, "execute", map[string]any{"command": "true"}), 0)
+	tests := []struct {
+		name, command string
+		fresh         bool
+		output        string
+	}{
+		{"line numbers", "echo $LINENO\necho $LINENO", false, "1\n2\n"},
+		{"line numbers, fresh", "echo $LINENO\necho $LINENO", true, "1\n2\n"},
+		{"syntax error", "echo a\n(", false, "a\nbash: eval: line 3: syntax error: unexpected end of file\n"}, // as bash -c says it
+		{"longer than the pipe", long, false, "204800\n"},
+		{"longer than the pipe, fresh", long, true, "204800\n"},
+		{"NUL, fresh", "echo a\x00echo b", true, "a\n"},
+		{"newlines in the state", `mkdir -p $'n\nl' && cd $'n\nl' && export N=$'a\nb'`, false, ""},
+		{"newlines carried", `printf '%q %q\n' "$N" "$PWD"; echo $LINENO`, false, "$'a\\nb' $'" + ws + "/n\\nl'\n1\n"},
+	}
+	for _, tt := range tests {
+		pid := execute.SparePID(set, callLimit)
+		if pid == 0 {
+			t.Fatal("no spare shell")
+		}
+		awaitReadingCommand(t, pid)
+		// On the command's first line: its line numbers stay as they are.
+		res := call(t, set, "execute", map[string]any{"command": "echo $$; " + tt.command, "fresh": tt.fresh})
+		if want := strconv.Itoa(pid) + "\n" + tt.output; res.Output != want {
+			t.Errorf("%s: output %q, want %q (from spare %d)", tt.name, res.Output, want, pid)
+		}
+	}
+}
