@@ -102,15 +102,17 @@ func (e *executeTool) Run(ctx context.Context, call tool.Call) tool.Result {
 		stream = nil
 	}
 	thread := threadOf(ctx)
-	script, sc := "", (*shellCall)(nil)
+	var sc *shellCall
 	if !args.Fresh {
 		// A background job starts where the shell is but does not move it.
-		if script, sc, err = e.jobs.memory.prepare(thread, *args.Command, !args.Background); err != nil {
+		if sc, err = e.jobs.memory.prepare(thread, *args.Command, !args.Background); err != nil {
 			return tool.Failed("%v", err)
 		}
 	}
-	j, err := e.jobs.start(*args.Command, script, sc, dir, stream)
-	if err != nil {
+	j, err := e.jobs.start(*args.Command, sc, dir, stream)
+	if _, ok := errors.AsType[*stateFileError](err); ok {
+		return tool.Failed("%v", err)
+	} else if err != nil {
 		return tool.Failed("start command: %v", err)
 	}
 	if args.Background {

@@ -54,6 +54,12 @@ func isNameByte(c byte, i int) bool {
 // bashWord decodes a value as declare -p quotes it, "…" (\ before " \ $ `)
 // or $'…' (ANSI-C escapes), and returns it and the text after it.
 func bashWord(s string) (value, rest string, ok bool) {
+	if len(s) > 0 && s[0] == '"' {
+		// Most values have nothing escaped: they are the text up to the quote.
+		if i := strings.IndexAny(s[1:], "\"\\"); i >= 0 && s[1+i] == '"' {
+			return s[1 : 1+i], s[2+i:], true
+		}
+	}
 	var b strings.Builder
 	switch {
 	case strings.HasPrefix(s, `"`):

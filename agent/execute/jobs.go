@@ -80,11 +80,10 @@ type job struct {
 
 var errJobsClosed = errors.New("the agent is shutting down")
 
-// start launches command in dir. The shell runs script instead when it is
-// not empty (the remembered shell's, with its files in sc); command names
-// the job. stream, when not nil, receives the raw output until the job is
-// detached.
-func (m *jobManager) start(command, script string, sc *shellCall, dir string, stream func([]byte)) (*job, error) {
+// start launches command in dir: in the remembered shell sc, or a fresh
+// one when sc is nil. stream, when not nil, receives the raw output until
+// the job is detached.
+func (m *jobManager) start(command string, sc *shellCall, dir string, stream func([]byte)) (*job, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -106,10 +105,7 @@ func (m *jobManager) start(command, script string, sc *shellCall, dir string, st
 	j.clean = &cleaner{out: io.MultiWriter(j.capture, j.file)}
 	j.dir = dir
 	j.oomBefore, j.oomKnown = m.cgroup.oomKills()
-	if script == "" {
-		script = command
-	}
-	proc, err := m.launch(script, dir, j)
+	proc, err := m.launch(command, sc, dir, j)
 	if err != nil {
 		j.file.finish(false)
 		if sc != nil {
@@ -124,16 +120,28 @@ func (m *jobManager) start(command, script string, sc *shellCall, dir string, st
 	return j, nil
 }
 
-// launch runs command for j: on the spare shell when one is ready (see
-// spare.go), else on a new shell. Called with m.mu held.
-func (m *jobManager) launch(command, dir string, j *job) (*shell.Process, error) {
+// launch runs command for j, in the remembered shell sc unless it is nil:
+// on the spare shell when one is ready (see spare.go), else on a new shell.
+// Called with m.mu held.
+func (m *jobManager) launch(command string, sc *shellCall, dir string, j *job) (*shell.Process, error) {
 	if s := m.takeSpare(dir); s != nil {
-		if proc, err := s.claim(command, j); err == nil {
+		proc, err := s.claim(command, sc, j)
+		if err == nil {
 			return proc, nil
+		}
+		if _, ok := errors.AsType[*stateFileError](err); ok {
+			return nil, err // a new shell could not have the file either
+		}
+	}
+	script := command
+	if sc != nil {
+		var err error
+		if script, err = sc.fileScript(); err != nil {
+			return nil, err
 		}
 	}
 	return shell.Start(context.Background(), shell.Spec{
-		Command:   []string{"bash", "-c", wrapper, "boxwire-exec", command},
+		Command:   []string{"bash", "-c", wrapper, "boxwire-exec", script},
 		Dir:       dir,
 		Env:       m.env,
 		Cols:      m.cols,

@@ -3,7 +3,9 @@ package execute
 import (
 	"context"
 	"fmt"
+	"io"
 	"maps"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,10 +20,12 @@ import (
 // still gets a new (or spare) login shell, so timeouts, kills and the
 // awaiting-input check work on it as on any command.
 //
-// How: the command's shell first sources a restore file written here (cd,
-// unset, export), records its exported variables, and evaluates the
-// command; then, or at an exit, it records the directory and the exported
-// variables again. Only a command that exits by itself
+// How: the command's shell first runs restore code made here (cd, unset,
+// export) — a spare shell gets it with the command on its pipe, a new
+// shell sources it from a file — records its exported variables, and
+// evaluates the command; then, or at an exit, it records the directory and
+// the exported variables again in a file the agent reads once the command
+// ended. Only a command that exits by itself
 // within its call changes the thread's state — by the variables it changed
 // (not the ones the login profile set), so an edit of ~/.profile still
 // shows in the next command. A command that timed out, was interrupted or
@@ -73,13 +77,21 @@ type shellMemory struct {
 	clock   uint64
 }
 
-// shellCall is one command's pair of files: the restore script it sources
-// and the record its shell writes.
+// shellCall is one command's restore code and its files: the record its
+// shell writes and, when the code goes in one, the file it is sourced from.
 type shellCall struct {
 	thread  string
-	restore string
-	record  string
+	code    string // restores the state, sets up the record, sets __boxwire_c; one line
+	base    string // where the restore file goes; the record is base.rec
+	restore string // the restore file, once written (fileScript)
+	record  string // "" for a background job, which records nothing
 }
+
+// stateFileError is a failure to write a restore file.
+type stateFileError struct{ err error }
+
+func (e *stateFileError) Error() string { return "write shell state file: " + e.err.Error() }
+func (e *stateFileError) Unwrap() error { return e.err }
 
 // cwd returns the directory the thread's next command starts in, "" when
 // its commands left none.
@@ -92,40 +104,65 @@ func (m *shellMemory) cwd(thread string) string {
 	return ""
 }
 
-// prepare writes the restore file for a command of thread and returns the
-// script its shell runs instead of command. With record false (a
-// background job) the shell restores the state but records nothing.
-func (m *shellMemory) prepare(thread, command string, record bool) (string, *shellCall, error) {
+// prepare makes the restore code for a command of thread; the command's
+// shell runs inlineScript or fileScript instead of command. With record
+// false (a background job) the shell restores the state but records
+// nothing. It touches no file but the folder they go in.
+func (m *shellMemory) prepare(thread, command string, record bool) (*shellCall, error) {
 	if err := os.MkdirAll(m.dir, 0o700); err != nil {
-		return "", nil, fmt.Errorf("shell state directory: %w", err)
+		return nil, fmt.Errorf("shell state directory: %w", err)
 	}
-	f, err := os.CreateTemp(m.dir, "sh-*")
-	if err != nil {
-		return "", nil, fmt.Errorf("shell state file: %w", err)
-	}
-	sc := &shellCall{thread: thread, restore: f.Name()}
+	sc := &shellCall{thread: thread, base: filepath.Join(m.dir, fmt.Sprintf("sh-%016x", rand.Uint64()))}
 	if record {
-		sc.record = f.Name() + ".rec"
+		sc.record = sc.base + ".rec"
 	}
-	_, err = f.WriteString(m.restoreScript(thread, sc.record, command))
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	sc.code = m.restoreScript(thread, sc.record, command)
+	return sc, nil
+}
+
+// inlineScript is the script that runs the command with the restore code
+// in it, for a spare shell's pipe. The command stays in __boxwire_c (a
+// shell variable, not exported) so that eval's messages quote it alone; it
+// is evaluated on the script's first line, so its line numbers are its
+// own, as in bash -c.
+func (sc *shellCall) inlineScript() string {
+	return sc.code + sc.tail()
+}
+
+// fileScript writes the restore code to a file, unless an earlier call
+// did, and returns the script that sources it and runs the command: short,
+// for a command line or a pipe too small for inlineScript.
+func (sc *shellCall) fileScript() (string, error) {
+	if sc.restore == "" {
+		f, err := os.OpenFile(sc.base, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+		if err != nil {
+			return "", &stateFileError{err}
+		}
+		sc.restore = sc.base // remove deletes it, whole or not
+		_, err = f.WriteString(sc.code)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return "", &stateFileError{err}
+		}
 	}
-	if err != nil {
-		sc.remove()
-		return "", nil, fmt.Errorf("write shell state file: %w", err)
+	return ". " + shellQuote(sc.restore) + " || exit 125; " + sc.tail(), nil
+}
+
+// tail runs the command and, with a record, records at its end.
+func (sc *shellCall) tail() string {
+	if sc.record == "" {
+		return `eval "$__boxwire_c"`
 	}
-	// The command stays in __boxwire_c (a shell variable, not exported) so
-	// that eval's messages quote it alone.
-	script := ". " + shellQuote(sc.restore) + ` || exit 125; eval "$__boxwire_c"`
-	if record {
-		script += "; __boxwire_end"
-	}
-	return script, sc, nil
+	return `eval "$__boxwire_c"; __boxwire_end`
 }
 
 // restoreScript is the shell code that puts thread's state back and, when
 // record names a file, records the variables now and everything at exit.
+// It is one line of statements, each ended by "; " (lineQuote keeps
+// newlines out of the values), so that a script can go on after it on the
+// same line.
 func (m *shellMemory) restoreScript(thread, record, command string) string {
 	var b strings.Builder
 	m.mu.Lock()
@@ -137,32 +174,32 @@ func (m *shellMemory) restoreScript(thread, record, command string) string {
 			for _, name := range slices.Sorted(maps.Keys(st.unset)) {
 				b.WriteString(" " + name)
 			}
-			b.WriteString(" 2>/dev/null\n")
+			b.WriteString(" 2>/dev/null; ")
 		}
 		for _, name := range slices.Sorted(maps.Keys(st.set)) {
-			fmt.Fprintf(&b, "export %s=%s\n", name, shellQuote(st.set[name]))
+			fmt.Fprintf(&b, "export %s=%s; ", name, lineQuote(st.set[name]))
 		}
 		if st.cwd != "" {
-			q := shellQuote(st.cwd)
-			fmt.Fprintf(&b, "cd -- %s 2>/dev/null || printf 'boxwire: %%s is gone; starting in %%s\\n' %s \"$PWD\" >&2\n", q, q)
+			q := lineQuote(st.cwd)
+			fmt.Fprintf(&b, "cd -- %s 2>/dev/null || printf 'boxwire: %%s is gone; starting in %%s\\n' %s \"$PWD\" >&2; ", q, q)
 		}
 	}
 	m.mu.Unlock()
 	if record != "" {
-		q := shellQuote(record)
+		q := lineQuote(record)
 		// export -p is a builtin: no fork (parsed by parseExports).
-		fmt.Fprintf(&b, "{ printf 'B\\0'; export -p; printf '\\0'; } > %s 2>/dev/null\n", q)
+		fmt.Fprintf(&b, "{ printf 'B\\0'; export -p; printf '\\0'; } > %s 2>/dev/null; ", q)
 		// __boxwire_end records after the command; exit records first. A
 		// subshell's exit records nothing; a command killed, exec'd or
 		// stopped by set -e records nothing either (no EXIT trap: with one,
 		// bash would catch the kill signals and end differently).
-		fmt.Fprintf(&b, "__boxwire_pid=$BASHPID\n"+
+		fmt.Fprintf(&b, "__boxwire_pid=$BASHPID; "+
 			"__boxwire_save() { [[ $BASHPID == \"$__boxwire_pid\" ]] || return 0; { set +eux; } 2>/dev/null; "+
-			"{ printf 'E\\0%%s\\0' \"$PWD\"; export -p; printf '\\0Z\\0'; } >> %s 2>/dev/null; }\n", q)
-		b.WriteString(`exit() { __boxwire_s=$?; __boxwire_save; builtin exit "${@:-$__boxwire_s}"; }` + "\n" +
-			`__boxwire_end() { __boxwire_s=$?; __boxwire_save; builtin exit "$__boxwire_s"; }` + "\n")
+			"{ printf 'E\\0%%s\\0' \"$PWD\"; export -p; printf '\\0Z\\0'; } >> %s 2>/dev/null; }; ", q)
+		b.WriteString(`exit() { __boxwire_s=$?; __boxwire_save; builtin exit "${@:-$__boxwire_s}"; }; ` +
+			`__boxwire_end() { __boxwire_s=$?; __boxwire_save; builtin exit "$__boxwire_s"; }; `)
 	}
-	b.WriteString("__boxwire_c=" + shellQuote(command) + "\n")
+	b.WriteString("__boxwire_c=" + lineQuote(command) + "; ")
 	return b.String()
 }
 
@@ -193,10 +230,10 @@ func (m *shellMemory) commit(sc *shellCall) string {
 		m.threads[sc.thread] = st
 	}
 	m.clock++
-	st.used, st.cwd = m.clock, cwd
+	st.used, st.cwd = m.clock, strings.Clone(cwd)
 	for name, v := range after {
 		if old, had := before[name]; !had || old != v {
-			st.set[name] = v
+			st.set[name] = strings.Clone(v) // not the whole record's text
 			delete(st.unset, name)
 		}
 	}
@@ -224,7 +261,9 @@ func (m *shellMemory) evictLocked() {
 
 // remove deletes the call's files.
 func (sc *shellCall) remove() {
-	_ = os.Remove(sc.restore)
+	if sc.restore != "" {
+		_ = os.Remove(sc.restore)
+	}
 	if sc.record != "" {
 		_ = os.Remove(sc.record)
 	}
@@ -245,17 +284,32 @@ func parseShellRecord(raw []byte) (before map[string]string, cwd string, after m
 
 // readCapped reads path when it holds at most limit bytes.
 func readCapped(path string, limit int64) ([]byte, error) {
-	fi, err := os.Stat(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	if fi.Size() > limit {
-		return nil, fmt.Errorf("%s: %d bytes, more than %d", filepath.Base(path), fi.Size(), limit)
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
 	}
-	return os.ReadFile(path)
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s: more than %d bytes", filepath.Base(path), limit)
+	}
+	return b, nil
 }
 
 // shellQuote quotes s for bash as one word.
 func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// lineQuote quotes s for bash as one word on one line: as shellQuote does,
+// or, when s holds a newline, as $'…' with the newline, backslash and
+// single quote escaped (every other byte stands for itself there).
+func lineQuote(s string) string {
+	if !strings.Contains(s, "\n") {
+		return shellQuote(s)
+	}
+	return "$'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`, "\n", `\n`).Replace(s) + "'"
 }

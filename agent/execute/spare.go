@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/boxwire/boxwire/agent/shell"
+	"golang.org/x/sys/unix"
 )
 
 // spareWrapper is what a spare shell runs. Prepared as every command's
@@ -43,11 +44,12 @@ const maxSpareEarlyOutput = 64 << 10
 // process and login-shell start-up (most of the latency of a small
 // command). A spare runs a single command, then it is a job like any other.
 type spare struct {
-	proc  *shell.Process
-	dir   string
-	cmdW  *os.File // write end of the spare's fd 3
-	out   *lateWriter
-	stamp string // of the login files when it started (profileStamp)
+	proc     *shell.Process
+	dir      string
+	cmdW     *os.File // write end of the spare's fd 3
+	pipeSize int      // what the pipe holds unread
+	out      *lateWriter
+	stamp    string // of the login files when it started (profileStamp)
 }
 
 // loginFiles are what a login bash reads at start. A spare whose files
@@ -95,16 +97,47 @@ func (m *jobManager) startSpare(dir string) (*spare, error) {
 		w.Close()
 		return nil, fmt.Errorf("spare shell: %w", err)
 	}
-	return &spare{proc: proc, dir: dir, cmdW: w, out: out, stamp: stamp}, nil
+	return &spare{proc: proc, dir: dir, cmdW: w, pipeSize: pipeSize(w), out: out, stamp: stamp}, nil
 }
 
-// claim hands command to the spare and binds its output to j. A shell
-// variable cannot hold a NUL byte: the command ends at its first one (read
-// -N would drop it and read on). claim fails, and the caller starts the
-// command the ordinary way, when the spare died while waiting.
-func (s *spare) claim(command string, j *job) (*shell.Process, error) {
-	command, _, _ = strings.Cut(command, "\x00")
-	_, err := io.WriteString(s.cmdW, command)
+// pipeSize is what the pipe w holds (F_GETPIPE_SZ), or the least a pipe
+// holds (a page) when that cannot be told.
+func pipeSize(w *os.File) int {
+	n := os.Getpagesize()
+	rc, err := w.SyscallConn()
+	if err != nil {
+		return n
+	}
+	_ = rc.Control(func(fd uintptr) {
+		if size, err := unix.FcntlInt(fd, unix.F_GETPIPE_SZ, 0); err == nil && size > 0 {
+			n = size
+		}
+	})
+	return n
+}
+
+// claim hands command to the spare, in the remembered shell sc unless it
+// is nil, and binds its output to j. The restore code goes on the pipe
+// with the command when the pipe holds the whole script at once (the write
+// then never waits for the spare) and the command has no NUL byte; else it
+// goes in a file. A shell variable cannot hold a NUL byte: a fresh command
+// ends at its first one (read -N would drop it and read on). claim fails,
+// and the caller starts the command the ordinary way, when the spare died
+// while waiting; it fails with a stateFileError, and the spare is
+// discarded, when the restore file cannot be written.
+func (s *spare) claim(command string, sc *shellCall, j *job) (*shell.Process, error) {
+	script, _, _ := strings.Cut(command, "\x00")
+	if sc != nil {
+		script = sc.inlineScript()
+		if len(script) > s.pipeSize || strings.Contains(command, "\x00") {
+			var err error
+			if script, err = sc.fileScript(); err != nil {
+				s.discard()
+				return nil, err
+			}
+		}
+	}
+	_, err := io.WriteString(s.cmdW, script)
 	if cerr := s.cmdW.Close(); err == nil {
 		err = cerr
 	}
