@@ -101,7 +101,7 @@ func (m *jobManager) start(command string, sc *shellCall, dir string, stream fun
 		lastOutput: time.Now(),
 		shell:      sc,
 	}
-	j.file = m.store.create(j.id)
+	j.file = m.store.newFile(j.id, m.limit)
 	j.clean = &cleaner{out: io.MultiWriter(j.capture, j.file)}
 	j.dir = dir
 	j.oomBefore, j.oomKnown = m.cgroup.oomKills()
@@ -166,6 +166,7 @@ func (m *jobManager) watch(j *job) {
 	}
 	keep := j.background || j.capture.total > int64(j.limit)
 	if keep && j.file != nil {
+		j.file.open() // made already, unless the job went on in the background as it ended
 		j.keptPath = j.file.path
 	}
 	j.stream = nil
@@ -238,14 +239,18 @@ func (j *job) hasEnded() bool {
 	}
 }
 
-// detach turns the job into a background job: streaming stops and the
-// job is listed by jobs().
+// detach turns the job into a background job: streaming stops, the job
+// is listed by jobs() and its full output goes to a file (unless it ended:
+// its watcher then has the file).
 func (j *job) detach() {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.stream = nil
 	j.background = true
 	j.clean.FlushLine()
+	if j.ended.IsZero() {
+		j.file.open()
+	}
 }
 
 // idleFor says how long the command has produced no output.

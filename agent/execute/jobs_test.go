@@ -186,6 +186,47 @@ func TestOutputDirBounded(t *testing.T) {
 	}
 }
 
+// A command's full output becomes a file only when it is kept: output the
+// model sees whole leaves no file behind, longer output is in the file
+// whole, and a background job has its file from the start.
+func TestOutputFileOnlyWhenKept(t *testing.T) {
+	dir := t.TempDir()
+	set, _ := newRunner(t, execute.Config{OutputLimit: 100, OutputDir: dir})
+	files := func() []string {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		return names
+	}
+	if res := call(t, set, "execute", map[string]any{"command": "seq 1 20"}); res.OutputPath != "" || res.TotalBytes != 51 {
+		t.Fatalf("short output: %+v", res)
+	}
+	if names := files(); len(names) != 0 {
+		t.Fatalf("files %v after a short output", names)
+	}
+	res := call(t, set, "execute", map[string]any{"command": "seq 1 100"})
+	if res.OutputPath == "" || readFile(t, res.OutputPath) != seqLines(100) {
+		t.Fatalf("long output: %+v", res)
+	}
+	bg := call(t, set, "execute", map[string]any{"command": "sleep 1; echo done", "background": true})
+	out := call(t, set, "job_output", map[string]any{"id": bg.JobID})
+	if out.OutputPath == "" {
+		t.Fatalf("job_output %+v: no file for a background job", out)
+	}
+	if got := readFile(t, out.OutputPath); got != "" {
+		t.Fatalf("background job's file holds %q before any output", got)
+	}
+	awaitJobEnd(t, set, bg.JobID)
+	if got := readFile(t, out.OutputPath); got != "done\n" {
+		t.Errorf("background job's file holds %q, want its output", got)
+	}
+}
+
 // job_output pages by whole lines: the latest page starts at a line, and a
 // page with more after it ends at one, so paging on with next since never
 // shows a piece of a line as if it were a line.

@@ -24,19 +24,39 @@ type outputStore struct {
 	failed bool // the directory could not be created: keep no files
 }
 
-// outFile is one command's full output. Its methods are called from one
+// outFile is one command's full output. Until the output outgrows hold
+// bytes (what the model is shown whole) it is held in memory and no file
+// exists: most commands end before that, and then there is no file to
+// make, remove and prune for. Its name is taken when the command starts,
+// as if the file were made then. Its methods are called from one
 // goroutine at a time.
 type outFile struct {
 	store   *outputStore
-	path    string
+	hold    int
+	held    []byte // the output so far, while no file was made
+	opened  bool   // open was called
+	path    string // the file's; "" when it could not be made
 	f       *os.File
 	written int64
 	capped  bool
 }
 
-// create opens a new output file named after id; nil when the directory
-// is unusable (the command runs on without a full-output file).
-func (s *outputStore) create(id string) *outFile {
+// newFile returns the full output of job id, held in memory until it
+// outgrows hold bytes or open is called.
+func (s *outputStore) newFile(id string, hold int) *outFile {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o := &outFile{store: s, hold: hold}
+	if !s.failed {
+		s.seq++
+		o.path = filepath.Join(s.dir, fmt.Sprintf("%s-%d-%s.log", time.Now().Format("20060102-150405"), s.seq, id))
+	}
+	return o
+}
+
+// create makes the output file at path; nil when the directory is
+// unusable (the command runs on without a full-output file).
+func (s *outputStore) create(path string) *os.File {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.failed {
@@ -47,23 +67,49 @@ func (s *outputStore) create(id string) *outFile {
 		s.log.Warn("output directory unusable; full outputs are not kept", "dir", s.dir, "err", err)
 		return nil
 	}
-	s.seq++
-	name := fmt.Sprintf("%s-%d-%s.log", time.Now().Format("20060102-150405"), s.seq, id)
-	path := filepath.Join(s.dir, name)
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
 		s.log.Warn("create output file", "path", path, "err", err)
 		return nil
 	}
 	s.inUse[path] = true
-	return &outFile{store: s, path: path, f: f}
+	return f
 }
 
-// Write appends p until the file reaches half the store's limit; later
-// bytes are dropped (and the file marked capped). It never fails.
+// open makes the file, if it was not made yet, and writes what was held
+// to it: for output that outgrew the hold, or a job that went on in the
+// background (whose output job_output reads from the file).
+func (o *outFile) open() {
+	if o.opened {
+		return
+	}
+	o.opened = true
+	if o.path != "" {
+		if o.f = o.store.create(o.path); o.f == nil {
+			o.path = ""
+		}
+	}
+	held := o.held
+	o.held = nil
+	o.write(held)
+}
+
+// Write holds p, or appends it to the file once made. It never fails.
 func (o *outFile) Write(p []byte) (int, error) {
-	if o == nil || o.f == nil {
+	if !o.opened && len(o.held)+len(p) <= o.hold {
+		o.held = append(o.held, p...)
 		return len(p), nil
+	}
+	o.open()
+	o.write(p)
+	return len(p), nil
+}
+
+// write appends p until the file reaches half the store's limit; later
+// bytes are dropped (and the file marked capped).
+func (o *outFile) write(p []byte) {
+	if o.f == nil {
+		return
 	}
 	room := o.store.limit/2 - o.written
 	k := int64(len(p))
@@ -77,13 +123,13 @@ func (o *outFile) Write(p []byte) (int, error) {
 		_ = o.f.Close()
 		o.f = nil
 	}
-	return len(p), nil
 }
 
 // finish closes the file; keep false removes it. Then the store is
-// pruned.
+// pruned. Output still held is dropped: a file to keep was opened.
 func (o *outFile) finish(keep bool) {
-	if o == nil {
+	o.held = nil
+	if !o.opened || o.path == "" {
 		return
 	}
 	if o.f != nil {
