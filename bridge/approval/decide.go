@@ -70,9 +70,26 @@ func (p *pending) expireAt(at time.Time, timeout time.Duration) {
 	default:
 	}
 	p.timer = time.AfterFunc(time.Until(at), func() {
+		// A gate whose context ended stops its timers (stopTimers, from
+		// context.AfterFunc, so later than the end): a timer firing in
+		// between, with every gate of p ended, leaves the approval to the
+		// bridge that relays next, as a stopped one does.
+		if p.gatesEnded() {
+			return
+		}
 		p.settle(context.Background(), wire.ApprovalDecision{Verdict: wire.VerdictDenied, By: wire.ByTimeout,
 			Reason: fmt.Sprintf("no answer within %s", timeout)})
 	})
+}
+
+// gatesEnded reports whether every gate of p has a context and it ended.
+func (p *pending) gatesEnded() bool {
+	for _, g := range p.gates {
+		if g.cfg.Ctx == nil || g.cfg.Ctx.Err() == nil {
+			return false
+		}
+	}
+	return true
 }
 
 // stopTimer stops p's expiry without deciding it (its thread ended; the
