@@ -197,10 +197,6 @@ func (c *client) failed(what string, err error) (finished bool) {
 // w is the writer of c's connection; only the writer (write) writes.
 func (c *client) w() wire.Writer { return wire.Writer{Conn: c.conn, Wait: writeWait} }
 
-// closedWake is always ready: a writer selects on it to take other work
-// between batches of events without waiting (forwarded.go).
-var closedWake = func() chan struct{} { ch := make(chan struct{}); close(ch); return ch }()
-
 // writeEvents writes the next batch of events after the cursor.
 func (c *client) writeEvents(t *thread) error {
 	for _, env := range t.eventsAfter(c.cursor) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/boxwire/boxwire/bridge/fleet"
+	"github.com/boxwire/boxwire/bridge/forward"
 	"github.com/boxwire/boxwire/bridge/store"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
@@ -19,7 +20,7 @@ import (
 // closeMoved is the close text of a client whose thread another bridge
 // relays now; the close code is closeGoingAway, so it reconnects (to any
 // bridge, with after_seq).
-const closeMoved = "thread moved to another bridge: reconnect"
+const closeMoved = forward.MovedText
 
 // failover is the server as the lease renewer's leaseUser.
 type failover struct{ s *Server }

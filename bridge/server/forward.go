@@ -7,6 +7,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/boxwire/boxwire/bridge/forward"
 	"github.com/boxwire/boxwire/bridge/internal/wsrelay"
 	"github.com/boxwire/boxwire/bridge/lease"
 	"github.com/boxwire/boxwire/bridge/store"
@@ -14,16 +15,9 @@ import (
 )
 
 // A client whose thread another bridge on the store relays (its lease,
-// leases.go) is served by the bridge it reached (docs/store.md,
-// "Forwarding"): the thread's events come from the store, read after the
-// client's cursor and woken by the store's notices (forwarded.go); its
-// requests go to the relay over a connection this bridge dials with the
-// client's credential (the upstream), which is dialled again, to
-// whichever bridge relays the thread then, when the relay goes away. So
-// a load balancer in front of several bridges needs no stickiness, and a
-// relay that dies does not end its forwarded clients' connections. The
-// relay authenticates and authorizes the client again; browser sessions
-// (cookies) are per bridge and are not forwarded.
+// leases.go) is served by the bridge it reached, as a forwarded client
+// (bridge/forward; docs/store.md, "Forwarding"): here the server finds the
+// relay (relays) and hands the connection to its forward.Hub.
 
 // announce tells the other bridges on the store where they reach this one
 // (wsrelay.Advertised: Config.AdvertiseURL, else listening when it names a
@@ -45,7 +39,7 @@ func (s *Server) announce(listening string) {
 
 // forward serves conn, whose hello (helloEnv) named a thread another
 // bridge relays (err a lease.RelayedError), as a forwarded client
-// (forwarded.go) until it ends. It reports false, having done nothing,
+// (bridge/forward) until it ends. It reports false, having done nothing,
 // when err is another error, the store tells no bridge of another's
 // commits (bbolt: one bridge), or the relay has no announced address;
 // then the caller refuses the client. A relay that cannot be reached is
@@ -68,8 +62,9 @@ func (s *Server) forward(r *http.Request, conn *websocket.Conn, helloEnv wire.En
 		return false
 	}
 	log := s.log.With("thread", hello.Thread, "remote", r.RemoteAddr) // the thread is named in the payload
-	f := newForwarded(s, conn, hello, helloEnv.ID, r.Header, log)
-	up, err := f.dial(r.Context(), addr)
+	hub := s.forwardHub(listener)
+	f := hub.NewClient(conn, hello, helloEnv.ID, r.Header, log)
+	up, err := f.Dial(r.Context(), addr)
 	if err != nil {
 		log.Warn("forward a client to the thread's relay", "relay", re.Holder, "err", err)
 		reject(conn, wire.ErrorEnvelope(hello.Thread, helloEnv.ID, wire.CodeSandboxUnavailable,
@@ -77,14 +72,26 @@ func (s *Server) forward(r *http.Request, conn *websocket.Conn, helloEnv wire.En
 		return true
 	}
 	log.Info("client forwarded to the thread's relay: its events come from the store", "relay", re.Holder)
-	stopRevoke := s.users.Watch(r.Context(), func() { // revoked here, or through another bridge (users.Recheck)
-		log.Info("credentials revoked: closing the forwarded connection")
-		f.kick(websocket.ClosePolicyViolation, "credentials revoked", false)
-	})
+	stopRevoke := s.users.Watch(r.Context(), f.Revoke) // revoked here, or through another bridge (users.Recheck)
 	defer stopRevoke()
-	s.notices(listener).serve(f, up)
+	hub.Serve(f, up)
 	log.Info("forwarded client detached")
 	return true
+}
+
+// forwardHub is the server's forward.Hub over l, made on first use.
+func (s *Server) forwardHub(l store.Listener) *forward.Hub {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fwd == nil {
+		s.fwd = forward.NewHub(s.ctx, forward.Config{
+			Store: s.db, Listener: l, Relays: relays{s}, Software: s.cfg.Software, Log: s.log,
+			Limits: forward.Limits{WriteWait: writeWait, PongWait: pongWait, PingPeriod: pingPeriod, HelloTimeout: helloTimeout,
+				ReadLimit: hardFrameBytes, SendBuffer: clientSendBuffer, Batch: replayBatch},
+			Enter: s.enter, Done: s.conns.Done,
+		})
+	}
+	return s.fwd
 }
 
 // bridgeAddress is the announced address of bridge id, "" when none.
@@ -98,18 +105,21 @@ func (s *Server) bridgeAddress(ctx context.Context, id string) string {
 	return addr
 }
 
-// errThreadGone is relayAddress's answer for a thread the store no longer
-// has.
-var errThreadGone = errors.New("the thread no longer exists")
+// relays is the server as its forward.Hub's Relays.
+type relays struct{ s *Server }
 
-// relayAddress is where a forwarded client of thread id sends its
+// Here reports whether this bridge relays thread id.
+func (rs relays) Here(id string) bool { return rs.s.lookup(id) != nil }
+
+// Address is where a forwarded client of thread id sends its
 // requests now: the announced address of the bridge that holds the
 // thread's lease, this bridge's own when it relays the thread, or "" when
 // none can be had yet. When no bridge holds the lease, and this bridge's
 // renewals are settled (not right after a store outage: leases.go), it
 // resumes the thread as a client's hello would (a takeover, or a new
-// sandbox). A thread that is gone is errThreadGone.
-func (s *Server) relayAddress(ctx context.Context, id string) (string, error) {
+// sandbox). A thread that is gone is forward.ErrThreadGone.
+func (rs relays) Address(ctx context.Context, id string) (string, error) {
+	s := rs.s
 	own := s.leases.Address()
 	if s.lookup(id) != nil {
 		return own, nil
@@ -136,7 +146,7 @@ func (s *Server) relayAddress(ctx context.Context, id string) (string, error) {
 	case t != nil:
 		return own, nil
 	case !found && err == nil:
-		return "", errThreadGone
+		return "", forward.ErrThreadGone
 	case errors.As(err, &re):
 		return s.bridgeAddress(ctx, re.Holder), nil
 	case err != nil:

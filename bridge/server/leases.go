@@ -3,10 +3,10 @@ package server
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/boxwire/boxwire/bridge/lease"
+	"github.com/boxwire/boxwire/bridge/readiness"
 	"github.com/boxwire/boxwire/bridge/store"
 )
 
@@ -19,8 +19,9 @@ const DefaultLeaseTTL = lease.DefaultTTL
 var ErrBridgeIDInUse = lease.ErrBridgeIDInUse
 
 const (
-	// readyTimeout bounds each check of GET /readyz.
-	readyTimeout = 5 * time.Second
+	// readyTimeout bounds each question to the store or the engine that
+	// must be answered at once (GET /readyz's, a scrape's).
+	readyTimeout = readiness.Timeout
 	// settledPoll is how often a resume waiting for this bridge's renewals
 	// to settle (awaitSettled) looks again.
 	settledPoll = 50 * time.Millisecond
@@ -59,28 +60,6 @@ func (s *Server) awaitSettled(ctx context.Context, rec ThreadRecord) error {
 		}
 	}
 	return nil
-}
-
-// serveReady answers GET /readyz: 200 "ready" when the store and the
-// engine answer, else 503 naming what does not (a load balancer sends new
-// clients elsewhere; GET /healthz only says the process serves).
-func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
-	defer cancel()
-	var msg string
-	if err := s.db.Ping(ctx); err != nil {
-		msg += "store: " + err.Error() + "\n"
-	}
-	if err := s.cfg.Manager.Ping(ctx); err != nil {
-		msg += "engine: " + err.Error() + "\n"
-	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	if msg != "" {
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = w.Write([]byte(msg))
-		return
-	}
-	_, _ = w.Write([]byte("ready\n"))
 }
 
 // ownRecords is the fleet's view of the stored threads: every record but

@@ -12,10 +12,12 @@ import (
 	"github.com/boxwire/boxwire/bridge/auth"
 	"github.com/boxwire/boxwire/bridge/config"
 	"github.com/boxwire/boxwire/bridge/fleet"
+	"github.com/boxwire/boxwire/bridge/forward"
 	"github.com/boxwire/boxwire/bridge/hostcheck"
 	"github.com/boxwire/boxwire/bridge/internal/httpjson"
 	"github.com/boxwire/boxwire/bridge/lease"
 	"github.com/boxwire/boxwire/bridge/metrics"
+	"github.com/boxwire/boxwire/bridge/readiness"
 	"github.com/boxwire/boxwire/bridge/retention"
 	"github.com/boxwire/boxwire/bridge/rollout"
 	"github.com/boxwire/boxwire/bridge/store"
@@ -72,6 +74,9 @@ type Server struct {
 	ops *threadops.Ops
 	// metrics is GET /metrics (bridge/metrics, metrics.go).
 	metrics *metrics.Metrics
+	// fwd serves the clients whose thread another bridge relays
+	// (bridge/forward, forward.go); made with the first, under mu.
+	fwd *forward.Hub
 }
 
 // New checks cfg and returns a server. It starts its fleet's reaper (and
@@ -159,7 +164,7 @@ func (s *Server) Handler() http.Handler {
 	mux, u := http.NewServeMux(), s.users
 	pv, guard := s.newPreview() // ports, preview URLs, public links, forwards (preview.go)
 	pv.Routes(mux, guard)
-	mux.HandleFunc("GET /readyz", s.serveReady) // leases.go
+	mux.HandleFunc("GET /readyz", readiness.Handler(readiness.Checks{Store: s.db.Ping, Engine: s.cfg.Manager.Ping})) // bridge/readiness
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))

@@ -1,4 +1,4 @@
-package server
+package forward
 
 import (
 	"context"
@@ -14,16 +14,16 @@ import (
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
-// A forwarded client's upstream (forwarded.go): the connection to the
+// A client's upstream (client.go): the connection to the
 // thread's relay its requests go over, carried by the relay goroutine and
 // dialled again, to whichever bridge relays the thread then, when it ends.
 
 // awaitUpstream returns the upstream, waiting at most upstreamWait while
 // there is none; nil when none came.
-func (f *forwarded) awaitUpstream() *websocket.Conn {
-	f.mu.Lock()
-	up, ready := f.up, f.upReady
-	f.mu.Unlock()
+func (c *Client) awaitUpstream() *websocket.Conn {
+	c.mu.Lock()
+	up, ready := c.up, c.upReady
+	c.mu.Unlock()
 	if up != nil {
 		return up
 	}
@@ -32,70 +32,70 @@ func (f *forwarded) awaitUpstream() *websocket.Conn {
 	select {
 	case <-ready:
 	case <-timer.C:
-	case <-f.stop:
+	case <-c.stop:
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.up
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.up
 }
 
-func (f *forwarded) setUpstream(up *websocket.Conn) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.up = up
-	close(f.upReady)
+func (c *Client) setUpstream(up *websocket.Conn) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.up = up
+	close(c.upReady)
 }
 
-func (f *forwarded) clearUpstream(up *websocket.Conn) {
-	f.mu.Lock()
-	if f.up == up {
-		f.up, f.upReady = nil, make(chan struct{})
+func (c *Client) clearUpstream(up *websocket.Conn) {
+	c.mu.Lock()
+	if c.up == up {
+		c.up, c.upReady = nil, make(chan struct{})
 	}
-	f.mu.Unlock()
+	c.mu.Unlock()
 	up.Close()
 }
 
 // relay carries the upstream up, and when it ends, finds the thread's
 // relay again and dials it, until the client is kicked; a close the client
 // must see (carry) is passed on, and so is a thread that is gone.
-func (f *forwarded) relay(up *websocket.Conn) {
+func (c *Client) relay(up *websocket.Conn) {
 	for {
 		if up != nil {
-			code, text, again := f.carry(up)
+			code, text, again := c.carry(up)
 			if !again {
-				f.kick(code, text, true)
+				c.kick(code, text, true)
 				return
 			}
 			up = nil
-			if f.ctx.Err() != nil {
+			if c.ctx.Err() != nil {
 				return
 			}
-			f.log.Info("forwarded client: the thread's relay went away; finding the next")
-			f.answer(wire.ErrorEnvelope(f.thread, "", wire.CodeSandboxUnavailable,
-				"the bridge relaying thread %s went away: its terminals are closed (open them again); events go on, and requests wait for the bridge that relays it next", f.thread))
+			c.log.Info("forwarded client: the thread's relay went away; finding the next")
+			c.answer(wire.ErrorEnvelope(c.thread, "", wire.CodeSandboxUnavailable,
+				"the bridge relaying thread %s went away: its terminals are closed (open them again); events go on, and requests wait for the bridge that relays it next", c.thread))
 		}
-		addr, err := f.s.relayAddress(f.ctx, f.thread)
+		addr, err := c.h.cfg.Relays.Address(c.ctx, c.thread)
 		switch {
-		case errors.Is(err, errThreadGone):
-			f.answer(wire.ErrorEnvelope(f.thread, "", wire.CodeNotFound, "thread %s is gone", f.thread))
-			f.kick(closeNormal, "thread closed", true)
+		case errors.Is(err, ErrThreadGone):
+			c.answer(wire.ErrorEnvelope(c.thread, "", wire.CodeNotFound, "thread %s is gone", c.thread))
+			c.kick(websocket.CloseNormalClosure, "thread closed", true)
 			return
-		case addr == "" && f.s.lookup(f.thread) != nil: // relayed here, and this bridge has no address to dial
-			f.kick(closeGoingAway, closeMoved, true)
+		case addr == "" && c.h.cfg.Relays.Here(c.thread): // relayed here, and this bridge has no address to dial
+			c.kick(websocket.CloseGoingAway, MovedText, true)
 			return
 		}
 		if addr != "" {
-			if up, err = f.dial(f.ctx, addr); err == nil {
-				f.log.Info("forwarded client: requests go to the thread's relay again", "relay", addr)
+			if up, err = c.Dial(c.ctx, addr); err == nil {
+				c.log.Info("forwarded client: requests go to the thread's relay again", "relay", addr)
 				continue
 			}
-			if f.refused(err) {
+			if c.refused(err) {
 				return
 			}
-			f.log.Debug("forwarded client: dial the thread's relay", "relay", addr, "err", err)
+			c.log.Debug("forwarded client: dial the thread's relay", "relay", addr, "err", err)
 		}
 		select {
-		case <-f.stop:
+		case <-c.stop:
 			return
 		case <-time.After(relayRetry):
 		}
@@ -106,19 +106,19 @@ func (f *forwarded) relay(up *websocket.Conn) {
 // the credential (401, 403) or the hello (finalRefusal); it reports
 // whether it did. Anything else — a relay shutting down (503), not
 // relaying the thread (any longer), out of sandboxes — is tried again.
-func (f *forwarded) refused(err error) bool {
+func (c *Client) refused(err error) bool {
 	var re *wsrelay.RefusedError
 	var werr wire.Error
 	switch {
 	case errors.As(err, &re) && (re.Status == http.StatusUnauthorized || re.Status == http.StatusForbidden):
-		f.kick(websocket.ClosePolicyViolation, "credentials refused by the thread's relay", false)
+		c.kick(websocket.ClosePolicyViolation, "credentials refused by the thread's relay", false)
 	case errors.As(err, &werr) && finalRefusal(werr.Code):
-		f.answer(wire.ErrorEnvelope(f.thread, f.helloID, werr.Code, "%s", werr.Message))
-		f.kick(closeNormal, "", true)
+		c.answer(wire.ErrorEnvelope(c.thread, c.helloID, werr.Code, "%s", werr.Message))
+		c.kick(websocket.CloseNormalClosure, "", true)
 	default:
 		return false
 	}
-	f.log.Info("forwarded client refused by the thread's relay", "err", err)
+	c.log.Info("forwarded client refused by the thread's relay", "err", err)
 	return true
 }
 
@@ -133,19 +133,19 @@ func finalRefusal(code wire.Code) bool {
 	return false
 }
 
-// dial opens an upstream to the relay at addr: the client's hello with
+// Dial opens an upstream to the relay at addr: the client's hello with
 // the log's end as after_seq (the client's events come from the store),
 // answered with the relay's hello. A refusal is a wire.Error.
-func (f *forwarded) dial(ctx context.Context, addr string) (*websocket.Conn, error) {
-	h := f.hello
-	if last, err := f.s.db.LastSeq(f.thread); err == nil {
+func (c *Client) Dial(ctx context.Context, addr string) (*websocket.Conn, error) {
+	h := c.hello
+	if last, err := c.h.cfg.Store.LastSeq(c.thread); err == nil {
 		h.AfterSeq = last
 	}
-	up, err := wsrelay.Dial(ctx, addr, f.auth, wire.MustNew(wire.TypeHello, f.thread, f.helloID, h))
+	up, err := wsrelay.Dial(ctx, addr, c.auth, wire.MustNew(wire.TypeHello, c.thread, c.helloID, h))
 	if err != nil {
 		return nil, err
 	}
-	_ = up.SetReadDeadline(time.Now().Add(helloTimeout))
+	_ = up.SetReadDeadline(time.Now().Add(c.lim.HelloTimeout))
 	_, data, err := up.ReadMessage()
 	var env wire.Envelope
 	if err == nil {
@@ -170,16 +170,16 @@ func (f *forwarded) dial(ctx context.Context, addr string) (*websocket.Conn, err
 // message that is not an event; again reports whether the client should
 // go on with another upstream, else the client is closed with code and
 // text (the thread closed, credentials revoked, a frame refused).
-func (f *forwarded) carry(up *websocket.Conn) (code int, text string, again bool) {
-	f.setUpstream(up)
-	defer f.clearUpstream(up)
-	stop := context.AfterFunc(f.ctx, func() { up.Close() })
+func (c *Client) carry(up *websocket.Conn) (code int, text string, again bool) {
+	c.setUpstream(up)
+	defer c.clearUpstream(up)
+	stop := context.AfterFunc(c.ctx, func() { up.Close() })
 	defer stop()
-	alive := func() { _ = up.SetReadDeadline(time.Now().Add(pongWait)) } // the relay pings every pingPeriod
+	alive := func() { _ = up.SetReadDeadline(time.Now().Add(c.lim.PongWait)) } // the relay pings every pingPeriod
 	alive()
 	up.SetPingHandler(func(data string) error {
 		alive()
-		return up.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(writeWait))
+		return up.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(c.lim.WriteWait))
 	})
 	for {
 		typ, data, err := up.ReadMessage()
@@ -188,14 +188,14 @@ func (f *forwarded) carry(up *websocket.Conn) (code int, text string, again bool
 			if errors.As(err, &ce) && passedOn(ce.Code) {
 				return ce.Code, ce.Text, false
 			}
-			f.log.Debug("forwarded client's upstream ended", "err", err)
+			c.log.Debug("forwarded client's upstream ended", "err", err)
 			return 0, "", true
 		}
 		alive()
-		if typ == websocket.TextMessage && f.fromStore(data) {
+		if typ == websocket.TextMessage && c.fromStore(data) {
 			continue
 		}
-		f.pass(frame{typ: typ, data: data})
+		c.pass(frame{typ: typ, data: data})
 	}
 }
 
@@ -215,7 +215,7 @@ func passedOn(code int) bool {
 // fromStore reports whether an upstream's text message is one the client
 // gets from the store instead: an event (it has a seq), or the seq_ahead
 // answer to the upstream's own hello.
-func (f *forwarded) fromStore(data []byte) bool {
+func (c *Client) fromStore(data []byte) bool {
 	var env wire.Envelope
 	if json.Unmarshal(data, &env) != nil {
 		return false
@@ -224,5 +224,5 @@ func (f *forwarded) fromStore(data []byte) bool {
 		return true
 	}
 	var werr wire.Error
-	return env.Type == wire.TypeError && env.ID == f.helloID && env.Decode(&werr) == nil && werr.Code == wire.CodeSeqAhead
+	return env.Type == wire.TypeError && env.ID == c.helloID && env.Decode(&werr) == nil && werr.Code == wire.CodeSeqAhead
 }
