@@ -12,6 +12,7 @@ import (
 	"github.com/boxwire/boxwire/bridge/agentlink"
 	"github.com/boxwire/boxwire/bridge/approval"
 	"github.com/boxwire/boxwire/bridge/fleet"
+	"github.com/boxwire/boxwire/bridge/hosttools"
 	"github.com/boxwire/boxwire/bridge/internal/clientmsg"
 	"github.com/boxwire/boxwire/bridge/sandbox"
 	"github.com/boxwire/boxwire/bridge/threadlog"
@@ -53,9 +54,9 @@ type thread struct {
 	stopOnce sync.Once
 	wg       sync.WaitGroup
 
-	term *termRelay     // terminal sessions' watchers (terminal.go)
-	gate *approval.Gate // approval policy, pending requests, held output (bridge/approval)
-	host hostCalls      // running host tool calls (hosttools.go)
+	term *termRelay       // terminal sessions' watchers (terminal.go)
+	gate *approval.Gate   // approval policy, pending requests, held output (bridge/approval)
+	host *hosttools.Calls // the agent's host tool messages (hosttools.go)
 
 	mu      sync.Mutex
 	events  threadlog.Log      // numbering, tail, whether the agent works
@@ -74,7 +75,8 @@ func newThread(s *Server, id string, agent *websocket.Conn, b *fleet.Box, last u
 		events:  threadlog.New(last, s.cfg.MaxStoredOutput),
 		clients: make(map[string]*client),
 	}
-	t.gate = t.newGate() // approvals.go
+	t.gate = t.newGate()      // approvals.go
+	t.host = t.newHostCalls() // hosttools.go
 	t.link = agentlink.New(ctx, agent, agentlink.Config{
 		ID: id, Log: log, Thread: t, Fleet: s.fleet, Box: b, Manager: s.cfg.Manager, Store: s.events,
 		Server: s.ctx, Group: &t.wg, LogEmpty: last == 0,
@@ -192,7 +194,7 @@ func (t *thread) Deliver(env wire.Envelope, connID string, routed bool) {
 		t.toolCheck(env)
 		return
 	}
-	if t.hostTool(env) { // hosttools.go
+	if t.host.Handle(t.ctx, t.deadCh(), env) { // hosttools.go
 		return
 	}
 	if wire.IsTerminal(env.Type) && t.terminalFromAgent(env, connID) {
