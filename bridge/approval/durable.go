@@ -221,3 +221,43 @@ func (g *Gate) stored(ctx context.Context, id string) *pending {
 	}
 	return g.adopt(ctx, a)
 }
+
+// Events reads a thread's stored log (the event store's reader).
+type Events interface {
+	Events(thread string, after uint64, limit int) ([]wire.Envelope, error)
+}
+
+// loggedBatch is how many events LoggedIn reads at a time.
+const loggedBatch = 256
+
+// LoggedIn is a Config.Logged that reads thread's log in events: whether
+// it holds an event of type typ about approval id after seq after. When
+// the log cannot be read it says yes (logged to log): the approval was
+// stored before its events were published, so they are most likely
+// logged, and a request twice in the log is what restoring must not do.
+func LoggedIn(events Events, thread string, log *slog.Logger) func(ctx context.Context, after uint64, typ wire.Type, id string) bool {
+	return func(ctx context.Context, after uint64, typ wire.Type, id string) bool {
+		for ctx.Err() == nil {
+			evs, err := events.Events(thread, after, loggedBatch)
+			if err != nil {
+				if log != nil {
+					log.Warn("read the log for an approval", "approval", id, "err", err)
+				}
+				return true
+			}
+			if len(evs) == 0 {
+				return false
+			}
+			for _, env := range evs {
+				var ref struct {
+					ApprovalID string `json:"approval_id"`
+				}
+				if env.Type == typ && env.Decode(&ref) == nil && ref.ApprovalID == id {
+					return true
+				}
+				after = env.Seq
+			}
+		}
+		return true
+	}
+}

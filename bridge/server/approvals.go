@@ -21,7 +21,7 @@ import (
 func (t *thread) newGate() *approval.Gate {
 	s := t.srv
 	return approval.NewGate(t.id, s.cfg.Policy, t.Publish, approval.Config{
-		Store: s.db, Holder: s.leases.Instance(), Last: t.committedSeq, Logged: t.loggedApproval, Ctx: t.ctx, Log: t.log,
+		Store: s.db, Holder: s.leases.Instance(), Last: t.committedSeq, Logged: approval.LoggedIn(t.store, t.id, t.log), Ctx: t.ctx, Log: t.log,
 		Secrets: func() []string { return s.fleet.LLMTokens(t.box) }, // rotating: asked each time
 	})
 }
@@ -38,34 +38,6 @@ func (t *thread) restoreApprovals() {
 
 // restoreWait bounds restoring a thread's approvals.
 const restoreWait = 30 * time.Second
-
-// loggedApproval reports whether the thread's stored log holds an event
-// of type typ about approval id after seq after (approval.Config.Logged).
-// When the store cannot be read it says yes: the approval was stored
-// before its events were published, so they are most likely logged, and
-// a request twice in the log is what restoring must not do.
-func (t *thread) loggedApproval(ctx context.Context, after uint64, typ wire.Type, id string) bool {
-	for ctx.Err() == nil {
-		evs, err := t.store.Events(t.id, after, replayBatch)
-		if err != nil {
-			t.log.Warn("read the log for an approval", "approval", id, "err", err)
-			return true
-		}
-		if len(evs) == 0 {
-			return false
-		}
-		for _, env := range evs {
-			var ref struct {
-				ApprovalID string `json:"approval_id"`
-			}
-			if env.Type == typ && env.Decode(&ref) == nil && ref.ApprovalID == id {
-				return true
-			}
-			after = env.Seq
-		}
-	}
-	return true
-}
 
 // toolCheck answers an agent's tool_check on a goroutine owned by the
 // thread: the policy decides, asking the clients when it says to
