@@ -57,11 +57,6 @@ type Relays interface {
 // longer has: its forwarded clients are told not_found and closed.
 var ErrThreadGone = errors.New("the thread no longer exists")
 
-// MovedText is the close text of a client whose thread another bridge
-// relays now (with close code 1001, so it reconnects, to any bridge,
-// with after_seq).
-const MovedText = "thread moved to another bridge: reconnect"
-
 // Limits are a forwarded connection's deadlines and sizes; the bridge
 // gives those of its attached clients, so both kinds behave alike.
 type Limits struct {

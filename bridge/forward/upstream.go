@@ -10,6 +10,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/boxwire/boxwire/bridge/failover"
 	"github.com/boxwire/boxwire/bridge/internal/wsrelay"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
@@ -81,7 +82,7 @@ func (c *Client) relay(up *websocket.Conn) {
 			c.kick(websocket.CloseNormalClosure, "thread closed", true)
 			return
 		case addr == "" && c.h.cfg.Relays.Here(c.thread): // relayed here, and this bridge has no address to dial
-			c.kick(websocket.CloseGoingAway, MovedText, true)
+			c.kick(websocket.CloseGoingAway, failover.MovedText, true)
 			return
 		}
 		if addr != "" {

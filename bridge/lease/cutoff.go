@@ -4,7 +4,7 @@ import "time"
 
 // A bridge cut off from the store cannot renew its threads' leases; the
 // server asks Overdue which have run out, and Peers whom to ask whether
-// the store is down for them too (bridge/server cutoff.go).
+// the store is down for them too (bridge/failover, Failover.CutOff).
 
 // Overdue returns the threads of live whose lease has run out by this
 // bridge's clock: the store answered no take or renewal of it that began

@@ -11,6 +11,7 @@ import (
 
 	"github.com/boxwire/boxwire/bridge/auth"
 	"github.com/boxwire/boxwire/bridge/config"
+	"github.com/boxwire/boxwire/bridge/failover"
 	"github.com/boxwire/boxwire/bridge/fleet"
 	"github.com/boxwire/boxwire/bridge/forward"
 	"github.com/boxwire/boxwire/bridge/hostcheck"
@@ -77,6 +78,9 @@ type Server struct {
 	// fwd serves the clients whose thread another bridge relays
 	// (bridge/forward, forward.go); made with the first, under mu.
 	fwd *forward.Hub
+	// fo is fail-over between bridges on a shared store (bridge/failover,
+	// failover.go), made by New.
+	fo *failover.Failover
 }
 
 // New checks cfg and returns a server. It starts its fleet's reaper (and
@@ -123,6 +127,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.users = users.New(users.Config{Authn: authn, Authenticate: s.web.Authenticate, Forbidden: web.ErrCSRF,
 		Threads: threadDirectory{s}, Limits: cfg.UserLimits})
+	s.fo = s.newFailover() // failover.go
 	if s.fleet, err = fleet.New(s.fleetConfig()); err != nil {
 		cancel()
 		return nil, errors.Join(fmt.Errorf("server: %w", err), db.Close())
@@ -132,7 +137,7 @@ func New(cfg Config) (*Server, error) {
 	s.roll = rollout.API{Fleet: s.fleet, Log: s.log, Image: cfg.Image, Reload: cfg.ReloadImages}
 	s.pruner.Add(2)
 	go func() { defer s.pruner.Done(); retention.Run(ctx, retentionOf(s)) }() // bridge/retention, retention.go
-	go func() { defer s.pruner.Done(); s.leases.Run(ctx, failover{s}) }()     // failover.go
+	go func() { defer s.pruner.Done(); s.leases.Run(ctx, s.fo) }()            // bridge/failover
 	return s, nil
 }
 
@@ -143,14 +148,14 @@ func New(cfg Config) (*Server, error) {
 // Reconcile's adopted threads made here (reconcile.go), and each thread's
 // lease taken before its sandbox is touched (a peer's is left to it,
 // failover.go), every live thread's of a shared one
-// (failover_shared.go).
+// (bridge/failover).
 func (s *Server) fleetConfig() fleet.Config {
 	c := s.cfg.Fleet() // bridge/config
 	c.Records, c.Logger = ownRecords{s.cfg.Store, s.leases}, s.log
 	c.LLMAdmit, c.LLMUsage = s.users.AdmitModelCall, s.users.CountTokens // bridge/users
 	c.Check, c.Adopt, c.Claim = s.egressCheck, s.adoptThread, s.leases.Acquire
-	c.ClaimShared = func(ctx context.Context, box string) error { // failover_shared.go
-		_, _, end, err := s.claimShared(ctx, box, "")
+	c.ClaimShared = func(ctx context.Context, box string) error { // bridge/failover
+		_, _, end, err := s.fo.ClaimShared(ctx, box, "")
 		end()
 		return err
 	}

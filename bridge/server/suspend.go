@@ -3,6 +3,7 @@ package server
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 
@@ -25,7 +26,7 @@ import (
 // and sandbox_replaced (with the reason it was suspended) in its log. found
 // is false when the store has no such thread. It blocks until the agent
 // answers or ctx ends — on a shared store, right after an outage, first
-// until this bridge's renewals settle (awaitSettled); a second caller for
+// until this bridge's renewals settle (failover.Failover.AwaitSettled); a second caller for
 // the same thread waits for the first and gets its thread.
 func (s *Server) resumeThread(ctx context.Context, id string) (t *thread, found bool, err error) {
 	unlock := s.fleet.LockThread(id)
@@ -39,14 +40,14 @@ func (s *Server) resumeThread(ctx context.Context, id string) (t *thread, found 
 	if err != nil || !ok {
 		return nil, ok, err
 	}
-	if err := s.awaitSettled(ctx, rec); err != nil { // not right after a store outage (leases.go)
+	if err := s.fo.AwaitSettled(ctx, rec); err != nil { // not right after a store outage (bridge/failover)
 		return nil, true, err
 	}
 	// Its lease is renewed while it starts (leases.go).
 	defer s.leases.Begin(id)()
-	if rec.Scope == wire.ScopeAssistant { // in its box's running sandbox, whichever bridge runs it (failover_shared.go)
-		if t, done, err := s.takeOverShared(ctx, rec); done {
-			return t, true, err
+	if rec.Scope == wire.ScopeAssistant { // in its box's running sandbox, whichever bridge runs it (bridge/failover)
+		if done, err := s.fo.TakeOverShared(ctx, rec); done {
+			return s.tookOver(id, err)
 		}
 	}
 	if err := s.leases.Acquire(ctx, id); err != nil { // another bridge relays it: no second sandbox (leases.go)
@@ -57,8 +58,8 @@ func (s *Server) resumeThread(ctx context.Context, id string) (t *thread, found 
 			s.leases.Drop(context.WithoutCancel(ctx), id)
 		}
 	}()
-	if t, done, err := s.takeOverIn(ctx, rec); done { // its bridge is gone, its sandbox runs (failover.go)
-		return t, true, err
+	if done, err := s.fo.TakeOverIn(ctx, rec); done { // its bridge is gone, its sandbox runs (bridge/failover)
+		return s.tookOver(id, err)
 	}
 	b, conn, err := s.fleet.Acquire(ctx, s.fleet.ResumeOptions(rec), id)
 	if err != nil {
@@ -72,6 +73,18 @@ func (s *Server) resumeThread(ctx context.Context, id string) (t *thread, found 
 	}
 	resumed(t, b, rec, n)
 	return t, true, nil
+}
+
+// tookOver is resumeThread's answer once fail-over took thread id over
+// with err: the thread registered here.
+func (s *Server) tookOver(id string, err error) (*thread, bool, error) {
+	if err != nil {
+		return nil, true, err
+	}
+	if t := s.lookup(id); t != nil {
+		return t, true, nil
+	}
+	return nil, true, errors.New("took the thread over, but it is no longer relayed here")
 }
 
 // resumed logs and publishes that t, rec's suspended thread, was resumed
