@@ -26,7 +26,7 @@ func TestOnlyWireIsShared(t *testing.T) {
 		"approval": true, "rollout": true, "users": true, "auth": true,
 		"hostcheck": true, "files": true, "internal": true, "recordstore": true, "threadapi": true,
 		"retention": true, "hosttools": true, "config": true, "metrics": true, "threadops": true,
-		"storeopen": true}
+		"storeopen": true, "forward": true, "failover": true, "readiness": true}
 	checked := 0
 	for line := range strings.Lines(string(out)) {
 		fields := strings.Fields(line)
