@@ -36,7 +36,11 @@ func (l *Loop) runCall(ctx context.Context, conv *Conversation, ts toolset, call
 // does). It blocks until the tool is done or ctx ends (the tool is then
 // stopped).
 func (l *Loop) Direct(ctx context.Context, call ToolCall, emit func(wire.Envelope)) tools.Result {
-	return l.call(ctx, l.toolsFor(ctx), call, emit, false)
+	ts := toolset{byName: l.tools, defs: l.defs}
+	if _, builtIn := l.tools[call.Name]; !builtIn { // a name Tools has wins: nothing to ask for (toolsFor)
+		ts = l.toolsFor(ctx)
+	}
+	return l.call(ctx, ts, call, emit, false)
 }
 
 // call announces, runs and reports one tool call; checked puts it to

@@ -53,10 +53,12 @@ type Config struct {
 	// allows everything (standalone agents). See docs/approvals.md.
 	Check func(ctx context.Context, call ToolCall) (allowed bool, reason string)
 	// TurnTools, when set, is asked at the start of each turn (and of each
-	// Direct call) for tools offered besides Tools: the host tools the
-	// bridge allows the thread, the tools of the image's MCP servers. It
-	// may block briefly and must return when ctx ends. A name Tools
-	// already has is skipped.
+	// Direct call of a tool Tools does not have) for tools offered besides
+	// Tools: the host tools the bridge allows the thread, the tools of the
+	// image's and the thread's MCP servers. It may block briefly (the
+	// agent asks its bridge) and must return when ctx ends. A name Tools
+	// already has is skipped, so a Direct call of one of Tools does not
+	// ask.
 	TurnTools func(ctx context.Context) []tools.Tool
 }
 
