@@ -4,17 +4,14 @@ import (
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
-// working reports whether t's agent runs a turn or a tool call.
-func (t *thread) working() bool {
+// Working reports whether t's agent runs a turn or a tool call
+// (fleet.Member: a busy sandbox counts as used, and is recycled only
+// after its work or a grace).
+func (t *thread) Working() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.events.Busy()
 }
-
-// Working reports whether t's agent runs a turn or a tool call
-// (fleet.Member: a busy sandbox counts as used, and is recycled only
-// after its work or a grace).
-func (t *thread) Working() bool { return t.working() }
 
 // AgentResumed takes the agent's account of its work from its resumed
 // answer (agentlink.Thread).
