@@ -233,7 +233,7 @@ func (f *Failover) takeOverOrphans(ctx context.Context) {
 // then. ctx should end when the bridge closes. fleet.ErrNoSandbox: the
 // thread is suspended, gone, or no sandbox of it runs.
 func (f *Failover) TakeOver(ctx context.Context, id string) error {
-	unlock := f.cfg.Fleet().LockThread(id)
+	unlock := f.cfg.Fleet().Locks().Thread(id)
 	defer unlock()
 	if f.cfg.Threads.Relays(id) {
 		return nil

@@ -149,7 +149,7 @@ func (f *Failover) TakeOverShared(ctx context.Context, rec fleet.ThreadRecord) (
 // the join fails, the lease is given back if drop is set (claimShared
 // took it).
 func (f *Failover) joinSibling(ctx context.Context, b *fleet.Box, id string, drop bool) bool {
-	unlock, ok := f.cfg.Fleet().TryLockThread(id) // the lock order allows no wait: its holder may want ours
+	unlock, ok := f.cfg.Fleet().Locks().TryThread(id) // the lock order allows no wait: its holder may want ours
 	if !ok {
 		return false
 	}

@@ -42,6 +42,7 @@ type Box struct {
 	expires   time.Time
 	idleTTL   time.Duration
 	res       *resources
+	px        *boxproxy.Proxies // the fleet's proxies: the box's LLM tokens (llmtoken.go)
 	// pooled: started for the warm pool (pool.go), so id is not the
 	// thread's; thread names the thread that took it (set at claim).
 	pooled bool
@@ -76,7 +77,7 @@ type Box struct {
 	reuse       bool                // the workspace volume is a suspended thread's: kept on failure
 
 	// Moving to another image (rollout.go): moved, when set, is the image
-	// reference the box runs from its next sandbox on (MoveImage; safe
+	// reference the box runs from its next sandbox on (Images.Move; safe
 	// for concurrent use); moving says that replacement is still to come,
 	// whatever the rollout's pace.
 	moved  atomic.Pointer[string]
@@ -94,7 +95,7 @@ func (b *Box) Scope() wire.Scope { return b.scope }
 func (b *Box) Assistant() string { return b.assistant }
 
 // Image is the image reference the box runs, or will from its next
-// sandbox on when it was moved to another (MoveImage). It is safe for
+// sandbox on when it was moved to another (Images.Move). It is safe for
 // concurrent use.
 func (b *Box) Image() string {
 	if m := b.moved.Load(); m != nil {
@@ -221,7 +222,7 @@ func (f *Fleet) acquireBox(ctx context.Context, o Options, threadID string) (*Bo
 	}
 	room := f.pool.poolRoomLocked() // pool_limit.go: pooled sandboxes count toward MaxSandboxes
 	b = &Box{key: key, scope: o.scope, assistant: o.assistant, image: o.image, runtime: o.runtime,
-		idleTTL: o.idleTTL, ready: make(chan struct{}), members: map[string]Member{}, egress: o.egress, joining: 1}
+		idleTTL: o.idleTTL, ready: make(chan struct{}), members: map[string]Member{}, egress: o.egress, joining: 1, px: f.px}
 	b.created = time.Now().UTC().Truncate(time.Second)
 	b.expires = b.created.Add(f.cfg.MaxLifetime)
 	b.lastUsed = time.Now()
@@ -242,9 +243,9 @@ func (f *Fleet) acquireBox(ctx context.Context, o Options, threadID string) (*Bo
 		b.err = room(ctx) // an evicted pooled sandbox is gone before this one is made
 	}
 	if b.err == nil {
-		unlock := f.LockBox(b.id) // not while an old sandbox of this id is removed
+		unlock := f.life.Box(b.id) // not while an old sandbox of this id is removed
 		if b.reuse {
-			b.err = f.clearLeftovers(ctx, b.id) // handover.go: the box's name free
+			b.err = f.find.clearLeftovers(ctx, b.id) // finder.go: the box's name free
 		}
 		if b.err == nil {
 			b.err = f.startBox(ctx, b)

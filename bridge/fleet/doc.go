@@ -44,9 +44,9 @@
 //     (usage, egress decisions, LLM refusals): that is the subscription.
 //   - [Fleet.SetEgress] replaces a box's own egress rules; [Fleet.Members]
 //     lists a box's members (egress approvals ask their clients).
-//   - [Fleet.LockThread] and [Fleet.LockBox] are the per-thread and per-box
-//     locks the fleet takes itself while it suspends, resumes, adopts or
-//     removes; lock a thread before a box.
+//   - [Fleet.Locks] are the per-thread and per-box lifecycle locks the
+//     fleet takes itself while it suspends, resumes, adopts or removes;
+//     lock a thread before a box.
 //   - [Fleet.Stop] stops the reaper and the pool and removes the pooled
 //     sandboxes; [Fleet.Close] then closes every box's proxies. Sandboxes,
 //     volumes and folders stay for the next start's [Fleet.Reconcile].

@@ -96,7 +96,7 @@ func (br boxRules) adopt(b *Box, recs []ThreadRecord, log *slog.Logger) {
 // prev, the caller's record's) and the threads of the box, live or stored,
 // sorted.
 func (f *Fleet) SetEgress(ctx context.Context, boxID string, rules, prev []string) (had, ids []string, err error) {
-	unlockBox := f.LockBox(boxID)
+	unlockBox := f.life.Box(boxID)
 	defer unlockBox()
 	f.mu.Lock()
 	for _, b := range f.boxes {

@@ -17,7 +17,6 @@ import (
 	"github.com/boxwire/boxwire/bridge/fleet/greet"
 	"github.com/boxwire/boxwire/bridge/fleet/pace"
 	"github.com/boxwire/boxwire/bridge/fleet/records"
-	"github.com/boxwire/boxwire/bridge/internal/keyed"
 	"github.com/boxwire/boxwire/bridge/llmproxy"
 	"github.com/boxwire/boxwire/bridge/policy"
 	"github.com/boxwire/boxwire/bridge/sandbox"
@@ -173,28 +172,24 @@ type Fleet struct {
 	closed bool
 	boxes  map[string]*Box // by box key, including boxes being created
 	pool   warmPool        // warm pool (pool.go); its filler is started by New
-	// life holds per-key locks: "thread:<id>" keeps two callers from
-	// resuming one suspended thread twice; "box:<id>" keeps a sandbox from
-	// being started under a box id whose old sandbox is still being
-	// removed (suspension, retention), and a thread from joining a
-	// sandbox while its egress rules change or it is suspended. Lock
-	// order: a thread key before a box key.
-	life keyed.Mutex
+	// life are the per-thread and per-box lifecycle locks (locks.go).
+	life Locks
 	px   *boxproxy.Proxies // each box's LLM and egress proxies
 	book records.Book      // the stored threads' questions and updates
 	// reaper and rec are the reaper (reaper.go) and Reconcile's adoption
 	// (reconcile.go), working on these boxes.
 	reaper reaper
 	rec    reconciler
+	find   finder   // the engine's running sandboxes (finder.go)
 	rep    replacer // replacing boxes' sandboxes (lifecycle.go)
 	// greeter greets agents; rules keeps the boxes' own egress rules
 	// (egress.go).
 	greeter *greet.Greeter
 	rules   boxRules
-	// roll is the rollout to rebuilt images (bridge/fleet/pace), allowed
-	// the images besides Config.Image a thread may use (SetImages).
-	roll    *pace.Rollout
-	allowed []string
+	// roll is the rollout to rebuilt images (bridge/fleet/pace); imgs the
+	// images threads may use (rollout.go).
+	roll *pace.Rollout
+	imgs Images
 }
 
 // New checks cfg and returns a fleet with its reaper (and pool filler)
@@ -224,6 +219,7 @@ func New(cfg Config) (*Fleet, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &Fleet{cfg: cfg, log: log, ctx: ctx, cancel: cancel, boxes: map[string]*Box{}}
 	f.reaper.f, f.rec.f, f.rules.f, f.rep.f = f, f, f, f
+	f.find = finder{m: cfg.Manager, lay: cfg.Layout, log: log}
 	f.book = records.Book{Store: cfg.Records, Log: log}
 	f.px = boxproxy.New(boxproxy.Config{LLM: cfg.LLM, Token: cfg.Token, UsageEvents: cfg.UsageEvents,
 		LLMAdmit: cfg.LLMAdmit, LLMUsage: cfg.LLMUsage, Egress: cfg.Egress, EgressThreadMax: cfg.EgressThreadMax,
@@ -231,7 +227,7 @@ func New(cfg Config) (*Fleet, error) {
 		Decided: cfg.EgressDecided, Publish: f.publish, Rules: f.rules.of})
 	f.greeter = greet.New(greet.Config{Software: cfg.Software, Engine: cfg.Manager, Posture: cfg.Posture,
 		Token: f.px.SandboxToken, Logger: log})
-	f.roll, f.allowed = pace.New(cfg.Rollout), slices.Clone(cfg.Images)
+	f.roll, f.imgs = pace.New(cfg.Rollout), Images{f: f, allowed: slices.Clone(cfg.Images)}
 	f.pool.startPool(f) // pool.go; before the reaper, which reads the pool
 	f.bg.Add(1)
 	go f.reaper.reap()
@@ -304,20 +300,8 @@ func (f *Fleet) Close() error {
 	return errors.Join(errs...)
 }
 
-// LockThread locks thread id's lifecycle (see Fleet.life) and returns the
-// unlock.
-func (f *Fleet) LockThread(id string) (unlock func()) { return f.life.Lock("thread:" + id) }
-
-// TryLockThread locks thread id's lifecycle unless it is locked now, and
-// reports whether it did: a caller holding another thread's lock may try
-// it without breaking the lock order.
-func (f *Fleet) TryLockThread(id string) (unlock func(), ok bool) {
-	return f.life.TryLock("thread:" + id)
-}
-
-// LockBox locks box id's lifecycle (see Fleet.life) and returns the
-// unlock.
-func (f *Fleet) LockBox(id string) (unlock func()) { return f.life.Lock("box:" + id) }
+// Locks returns the fleet's lifecycle locks (Locks).
+func (f *Fleet) Locks() *Locks { return &f.life }
 
 // Members returns the members of the box whose id is id.
 func (f *Fleet) Members(id string) []Member {

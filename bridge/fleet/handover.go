@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	"github.com/boxwire/boxwire/bridge/boxdir"
-	"github.com/boxwire/boxwire/bridge/sandbox"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -32,83 +30,6 @@ func rootLabel(l map[string]string, dirs boxdir.Dirs) map[string]string {
 	return l
 }
 
-// sandboxOf returns the running thread-scope sandbox of box whose labels
-// name thread id (or a pooled one, whose thread the records say:
-// adoptPooled), and the layout of its folders.
-func (f *Fleet) sandboxOf(ctx context.Context, box, id string) (sandbox.Sandbox, *boxdir.Layout, error) {
-	return f.runningOf(ctx, box, func(l map[string]string) bool {
-		return l[sandbox.LabelScope] == string(wire.ScopeThread) && (l[sandbox.LabelThread] == id || l[labelPool] == "1")
-	})
-}
-
-// sharedOf returns the running shared sandbox of box, whose labels name
-// assistant, and the layout of its folders.
-func (f *Fleet) sharedOf(ctx context.Context, box, assistant string) (sandbox.Sandbox, *boxdir.Layout, error) {
-	return f.runningOf(ctx, box, func(l map[string]string) bool {
-		return l[sandbox.LabelScope] == string(wire.ScopeAssistant) && l[sandbox.LabelAssistant] == assistant
-	})
-}
-
-// runningOf returns the running sandbox of box whose labels match, made
-// by any bridge, and the layout of its folders (its labelRoot's).
-func (f *Fleet) runningOf(ctx context.Context, box string, match func(map[string]string) bool) (sandbox.Sandbox, *boxdir.Layout, error) {
-	list, err := f.cfg.Manager.List(ctx, map[string]string{sandbox.LabelBox: box})
-	if err != nil {
-		return sandbox.Sandbox{}, nil, fmt.Errorf("sandbox of box %s: %w", box, err)
-	}
-	for _, sb := range list {
-		l, lay := sb.Labels, f.cfg.Layout
-		if !sb.Running || !match(l) {
-			continue
-		}
-		if root := l[labelRoot]; filepath.IsAbs(root) && filepath.Clean(root) == root {
-			lay = lay.At(root)
-		}
-		return sb, lay, nil
-	}
-	return sandbox.Sandbox{}, nil, ErrNoSandbox
-}
-
-// runs reports whether the sandbox of stored thread r runs, whichever
-// bridge made it.
-func (f *Fleet) runs(ctx context.Context, r ThreadRecord) bool {
-	var err error
-	if r.Scope == wire.ScopeAssistant {
-		_, _, err = f.sharedOf(ctx, r.Box, r.Assistant)
-	} else {
-		_, _, err = f.sandboxOf(ctx, r.Box, r.ID)
-	}
-	return err == nil
-}
-
-// clearLeftovers frees box id's name (boxwire-<id>) for a sandbox this
-// bridge makes on its workspace (a resumed thread, an assistant taking
-// its suspended workspace back): the box's stopped sandboxes, whichever
-// bridge made them — one that died while no bridge relayed its threads,
-// one a suspension or a dead bridge left — are removed, their workspace
-// volume kept. A running one is left to its bridge, or to a takeover
-// (TakeOver, TakeOverShared, which the caller tried first: one that runs
-// now started meanwhile), and refused with sandbox_unavailable, which the
-// client may try again, rather than the engine's name conflict. It
-// blocks for the engine; the caller holds the box's lock.
-func (f *Fleet) clearLeftovers(ctx context.Context, id string) error {
-	list, err := f.cfg.Manager.List(ctx, map[string]string{sandbox.LabelBox: id})
-	if err != nil {
-		return fmt.Errorf("sandboxes of box %s: %w", id, err)
-	}
-	for _, sb := range list {
-		if sb.Running {
-			return wire.Error{Code: wire.CodeSandboxUnavailable, Message: fmt.Sprintf(
-				"the workspace's sandbox %s still runs (box %s, made by bridge %s): try again", sb.Name, id, sb.Labels[sandbox.LabelOwner])}
-		}
-		if err := f.cfg.Manager.Remove(ctx, sb.ID); err != nil {
-			return fmt.Errorf("remove stopped sandbox %s of box %s: %w", sb.ID, id, err)
-		}
-		f.log.Info("stopped sandbox of the box removed before it is made again", "box", id, "sandbox", sb.ID, "owner", sb.Labels[sandbox.LabelOwner])
-	}
-	return nil
-}
-
 // TakeOver adopts the running sandbox of thread id in box, made by
 // another bridge (or an earlier run of this one), whose lease this bridge
 // holds now: as Reconcile adopts, its proxies are served again in its
@@ -116,7 +37,7 @@ func (f *Fleet) clearLeftovers(ctx context.Context, id string) error {
 // go on. Thread scope only; ErrNoSandbox when none runs. It blocks for
 // the engine and the agent.
 func (f *Fleet) TakeOver(ctx context.Context, box, id string) error {
-	sb, lay, err := f.sandboxOf(ctx, box, id)
+	sb, lay, err := f.find.thread(ctx, box, id)
 	if err != nil {
 		return err
 	}
@@ -136,7 +57,7 @@ func (f *Fleet) TakeOver(ctx context.Context, box, id string) error {
 // (Box.joining), so the reaper leaves it alone until the caller calls
 // Started. ErrNoSandbox when none runs. It blocks for the engine.
 func (f *Fleet) TakeOverShared(ctx context.Context, box, assistant string) (*Box, error) {
-	unlock := f.LockBox(box) // one adoption at a time: a second would serve its sockets again
+	unlock := f.life.Box(box) // one adoption at a time: a second would serve its sockets again
 	defer unlock()
 	f.mu.Lock()
 	if b := f.sharedBoxLocked(box); b != nil {
@@ -145,7 +66,7 @@ func (f *Fleet) TakeOverShared(ctx context.Context, box, assistant string) (*Box
 		return b, nil
 	}
 	f.mu.Unlock()
-	sb, lay, err := f.sharedOf(ctx, box, assistant)
+	sb, lay, err := f.find.shared(ctx, box, assistant)
 	if err != nil {
 		return nil, err
 	}

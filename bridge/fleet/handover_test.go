@@ -89,7 +89,7 @@ func TestTakeOverShared(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	if got := a.claims(box.SandboxID()); len(got) == 0 || got[len(got)-1] != b.f.LLMToken(taken) {
+	if got := a.claims(box.SandboxID()); len(got) == 0 || got[len(got)-1] != taken.LLMToken() {
 		t.Fatalf("the agent's tokens %v; want bridge-b's last", got)
 	}
 	m := &member{id: "t1"}

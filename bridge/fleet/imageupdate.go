@@ -12,7 +12,7 @@ import (
 
 // checkImages looks up what the image references in use name now and
 // moves what runs an older build (the image was rebuilt under the same
-// tag, e.g. `make image`) or was moved to another image (MoveImage): the
+// tag, e.g. `make image`) or was moved to another image (Images.Move): the
 // warm pool's old sandboxes are drained at once and refilled, live ones
 // are replaced (recycle, reason image_update) at the rollout's pace and
 // only while none of their threads works (rollout.go); busy ones on a

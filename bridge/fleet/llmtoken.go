@@ -4,9 +4,9 @@ package fleet
 // one once the current one is past half its life (boxproxy.SandboxToken):
 // the thread hands it to the agent in a claim. It is safe for concurrent
 // use.
-func (f *Fleet) LLMToken(b *Box) string { return f.px.SandboxToken(b.id) }
+func (b *Box) LLMToken() string { return b.px.SandboxToken(b.id) }
 
 // LLMTokens returns the LLM proxy tokens b's sandbox may use now
 // (boxproxy.LiveTokens), issuing none: the thread masks them in what the
 // sandbox sends its clients and the log.
-func (f *Fleet) LLMTokens(b *Box) []string { return f.px.LiveTokens(b.id) }
+func (b *Box) LLMTokens() []string { return b.px.LiveTokens(b.id) }

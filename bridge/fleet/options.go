@@ -34,7 +34,7 @@ func (f *Fleet) Options(req wire.CreateThread) (Options, error) {
 	}
 	if o.image == "" {
 		o.image = f.cfg.Image
-	} else if allowed := f.images(); !slices.Contains(allowed, o.image) { // rollout.go
+	} else if allowed := f.imgs.all(); !slices.Contains(allowed, o.image) { // rollout.go
 		return notAllowed("image %q is not allowed (allowed: %v)", o.image, allowed)
 	}
 	if o.runtime == "" {
@@ -76,7 +76,7 @@ func (f *Fleet) WithSuspendedWorkspace(ctx context.Context, o Options) Options {
 	own := f.sharedBoxLocked(id) != nil
 	f.mu.Unlock()
 	if !own {
-		if _, _, err := f.sharedOf(ctx, id, o.assistant); !errors.Is(err, ErrNoSandbox) { // handover.go
+		if _, _, err := f.find.shared(ctx, id, o.assistant); !errors.Is(err, ErrNoSandbox) { // handover.go
 			f.log.Info("the assistant's suspended workspace is in use: a new one for the thread", "box", id, "assistant", o.assistant, "err", err)
 			return o
 		}

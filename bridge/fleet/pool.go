@@ -203,7 +203,7 @@ func (p *warmPool) fillPool(key string) (err error) {
 	now := time.Now().UTC().Truncate(time.Second)
 	b := &Box{id: id, scope: wire.ScopeThread, image: image, runtime: runtime, created: now,
 		expires: now.Add(p.f.cfg.MaxLifetime), idleTTL: p.f.cfg.IdleTTL, pooled: true,
-		ready: make(chan struct{}), members: map[string]Member{}, res: &resources{runtime: runtime}}
+		ready: make(chan struct{}), members: map[string]Member{}, res: &resources{runtime: runtime}, px: p.f.px}
 	close(b.ready)
 	ctx, fill, err := p.beginFill(id) // pool_limit.go
 	if err != nil {

@@ -141,7 +141,7 @@ func (rc *reconciler) boxOf(sb sandbox.Sandbox, now time.Time) (*Box, error) {
 		id: l[sandbox.LabelBox], scope: wire.Scope(l[sandbox.LabelScope]), assistant: l[sandbox.LabelAssistant],
 		image: sb.Image, ready: make(chan struct{}), members: map[string]Member{}, lastUsed: now,
 		idleTTL: parseIdleTTL(l[labelIdleTTL], rc.f.cfg.IdleTTL), pooled: l[labelPool] == "1",
-		foreign: l[sandbox.LabelOwner] != rc.f.cfg.BridgeID,
+		foreign: l[sandbox.LabelOwner] != rc.f.cfg.BridgeID, px: rc.f.px,
 	}
 	close(b.ready)
 	b.created, _ = time.Parse(time.RFC3339, l[sandbox.LabelCreated])
@@ -280,7 +280,7 @@ func (rc *reconciler) suspendLeftovers(ctx context.Context) map[string]bool {
 		if kept[r.Box] = true; r.Suspended != nil {
 			continue
 		}
-		if !rc.f.runs(ctx, r) { // a running one is a peer's: TakeOver's (handover.go)
+		if !rc.f.find.runs(ctx, r) { // a running one is a peer's: TakeOver's (handover.go)
 			rc.f.log.Info("thread has no sandbox: suspended", "thread", r.ID, "box", r.Box)
 			if err := rc.f.book.MarkSuspended(ctx, r.ID, nil, now, wire.ExitDied); err != nil {
 				rc.f.log.Error("suspend thread", "thread", r.ID, "err", err)

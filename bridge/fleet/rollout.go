@@ -12,7 +12,7 @@ import (
 )
 
 // Rollouts: how sandboxes move to a new build of their image (a rebuild
-// under the same tag, `make image`) or to another image (MoveImage), at
+// under the same tag, `make image`) or to another image (Images.Move), at
 // the pace bridge/fleet/pace keeps.
 // checkImages (imageupdate.go) resolves the image references in use on
 // every reaper tick and hands the result here: pooled sandboxes on an old
@@ -29,7 +29,7 @@ const DefaultRolloutInterval = pace.DefaultInterval
 type RolloutConfig = pace.Config
 
 // dueLocked picks, of boxes, those to replace now (pace.Rollout.Due):
-// every idle box moved to another image (MoveImage), and the idle boxes
+// every idle box moved to another image (Images.Move), and the idle boxes
 // on an old build at the rollout's pace. A box whose member works waits
 // for a later tick. The caller holds f.mu.
 func (rp *reaper) dueLocked(boxes []*Box, now time.Time) []*Box {
@@ -74,8 +74,22 @@ type ImageUsage struct {
 	Pooled    int `json:"pooled"`
 }
 
+// Images are the images of a fleet's threads (Fleet.Images): which a
+// thread may ask for, a box moved to another, and the rollout of rebuilt
+// ones. Its state is guarded by the fleet's lock; it is safe for
+// concurrent use.
+type Images struct {
+	f *Fleet
+	// allowed are the images besides Config.Image a thread may use (Set).
+	allowed []string
+}
+
+// Images returns the fleet's images and their rollout.
+func (f *Fleet) Images() *Images { return &f.imgs }
+
 // Rollout describes the rollout now, images sorted by reference.
-func (f *Fleet) Rollout() RolloutStatus {
+func (im *Images) Rollout() RolloutStatus {
+	f := im.f
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	st := RolloutStatus{Paused: f.roll.Paused(), Batch: f.roll.Batch(), Images: []ImageUsage{}}
@@ -117,10 +131,11 @@ func (f *Fleet) Rollout() RolloutStatus {
 	return st
 }
 
-// PauseRollout holds live sandboxes on their build (paused) or lets the
-// rollout go on from the next reaper tick. Moves (MoveImage) and the pool
-// are not held.
-func (f *Fleet) PauseRollout(paused bool) {
+// Pause holds live sandboxes on their build (paused) or lets the rollout
+// go on from the next reaper tick. Moves (Move) and the pool are not
+// held.
+func (im *Images) Pause(paused bool) {
+	f := im.f
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.roll.Pause(paused) {
@@ -128,36 +143,36 @@ func (f *Fleet) PauseRollout(paused bool) {
 	}
 }
 
-// SetImages replaces the images a thread may ask for besides the default
-// image (Config.Images; the bridge reloads them on SIGHUP). Threads already
-// on an image no longer listed keep it.
-func (f *Fleet) SetImages(images []string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.allowed = slices.Clone(images)
+// Set replaces the images a thread may ask for besides the default image
+// (Config.Images; the bridge reloads them on SIGHUP). Threads already on
+// an image no longer listed keep it.
+func (im *Images) Set(images []string) {
+	im.f.mu.Lock()
+	defer im.f.mu.Unlock()
+	im.allowed = slices.Clone(images)
 }
 
-// images is the allowlist: the default image and the others allowed.
-func (f *Fleet) images() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]string{f.cfg.Image}, f.allowed...)
+// all is the allowlist: the default image and the others allowed.
+func (im *Images) all() []string {
+	im.f.mu.Lock()
+	defer im.f.mu.Unlock()
+	return append([]string{im.f.cfg.Image}, im.allowed...)
 }
 
-// Images are the images a thread may ask for now: the default image
-// first, then the others allowed (Config.Images, as SetImages last set
-// them), each once.
-func (f *Fleet) Images() []string {
+// List returns the images a thread may ask for now: the default image
+// first, then the others allowed (Config.Images, as Set last set them),
+// each once.
+func (im *Images) List() []string {
 	var out []string
-	for _, im := range f.images() {
-		if im != "" && !slices.Contains(out, im) {
-			out = append(out, im)
+	for _, ref := range im.all() {
+		if ref != "" && !slices.Contains(out, ref) {
+			out = append(out, ref)
 		}
 	}
 	return out
 }
 
-// MoveImage gives box boxID the image reference image, which must be
+// Move gives box boxID the image reference image, which must be
 // allowed (a wire.Error not_allowed says it is not), keeping its workspace
 // and its threads' conversations: the records of every thread of the box
 // name the new image (a suspended thread resumes on it); a live box is
@@ -165,11 +180,12 @@ func (f *Fleet) Images() []string {
 // work ended, whatever the rollout's pace. It returns the image the box
 // had and its threads, live or stored, sorted. It blocks for the records
 // and, for an idle live box, the engine's stop of the old sandbox.
-func (f *Fleet) MoveImage(ctx context.Context, boxID, image string) (prev string, ids []string, err error) {
-	if !slices.Contains(f.images(), image) {
-		return "", nil, wire.Error{Code: wire.CodeNotAllowed, Message: fmt.Sprintf("image %q is not allowed (allowed: %v)", image, f.images())}
+func (im *Images) Move(ctx context.Context, boxID, image string) (prev string, ids []string, err error) {
+	f := im.f
+	if allowed := im.all(); !slices.Contains(allowed, image) {
+		return "", nil, wire.Error{Code: wire.CodeNotAllowed, Message: fmt.Sprintf("image %q is not allowed (allowed: %v)", image, allowed)}
 	}
-	unlockBox := f.LockBox(boxID)
+	unlockBox := f.life.Box(boxID)
 	live := f.liveBox(boxID)
 	if live != nil {
 		prev = live.Image()

@@ -139,16 +139,16 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 }
 
 // Images names the default first, then the allowed ones, each once, and
-// follows SetImages.
+// follows Images.Set.
 func TestImagesListsTheAllowlist(t *testing.T) {
 	t.Parallel()
 	e := newFleet(t, func(c *fleet.Config) { c.Image, c.Images = "boxwire:latest", []string{"python:3.12", "boxwire:latest"} })
-	if got := e.f.Images(); !slices.Equal(got, []string{"boxwire:latest", "python:3.12"}) {
+	if got := e.f.Images().List(); !slices.Equal(got, []string{"boxwire:latest", "python:3.12"}) {
 		t.Fatalf("Images() = %q", got)
 	}
-	e.f.SetImages([]string{"node:22"})
-	if got := e.f.Images(); !slices.Equal(got, []string{"boxwire:latest", "node:22"}) {
-		t.Fatalf("after SetImages: %q", got)
+	e.f.Images().Set([]string{"node:22"})
+	if got := e.f.Images().List(); !slices.Equal(got, []string{"boxwire:latest", "node:22"}) {
+		t.Fatalf("after Images.Set: %q", got)
 	}
 }
 
@@ -170,7 +170,7 @@ func TestRolloutDrainsThePool(t *testing.T) {
 	im := &imageManager{}
 	e := newFleet(t, withImages(im, func(c *fleet.Config) { c.Pool, c.ReapInterval = 1, time.Hour }))
 	pooled := func(id string) bool {
-		for _, u := range e.f.Rollout().Images {
+		for _, u := range e.f.Images().Rollout().Images {
 			if u.Pooled == 1 {
 				for sb, run := range im.runs {
 					if _, live := e.mgr.Live()[sb]; live && run == id {
@@ -219,10 +219,10 @@ func TestRolloutBatchesAndWaitsForWork(t *testing.T) {
 	if s := im.stopped(); len(s) != 0 {
 		t.Fatalf("paused rollout stopped %v", s)
 	}
-	if st := e.f.Rollout(); !st.Paused || len(st.Images) != 1 || st.Images[0].Behind != 3 || st.Images[0].ImageID != "sha256:new" {
+	if st := e.f.Images().Rollout(); !st.Paused || len(st.Images) != 1 || st.Images[0].Behind != 3 || st.Images[0].ImageID != "sha256:new" {
 		t.Fatalf("rollout status %+v", st)
 	}
-	e.f.PauseRollout(false)
+	e.f.Images().Pause(false)
 	byID := func(sb string) string {
 		for id, b := range boxes {
 			if b.SandboxID() == sb {
@@ -256,13 +256,13 @@ func TestRolloutBatchesAndWaitsForWork(t *testing.T) {
 	workers["t3"].busy.Store(false)
 	waitUntil(t, "the working thread's move once idle", func() bool { return len(im.stopped()) == 3 })
 	e.replaceStopped(boxes["t3"], "t3")
-	if st := e.f.Rollout(); st.Images[0].Behind != 0 {
+	if st := e.f.Images().Rollout(); st.Images[0].Behind != 0 {
 		t.Fatalf("rollout status %+v after the rollout", st)
 	}
 }
 
-// MoveImage moves a box to another allowed image at once, whatever the
-// rollout's pause, and names it in the threads' records; SetImages
+// Images.Move moves a box to another allowed image at once, whatever the
+// rollout's pause, and names it in the threads' records; Images.Set
 // changes what is allowed.
 func TestMoveImage(t *testing.T) {
 	t.Parallel()
@@ -276,12 +276,12 @@ func TestMoveImage(t *testing.T) {
 	}
 	ctx := context.Background()
 	var werr wire.Error
-	if _, _, err := e.f.MoveImage(ctx, b.ID(), "boxwire:other"); !errors.As(err, &werr) || werr.Code != wire.CodeNotAllowed {
+	if _, _, err := e.f.Images().Move(ctx, b.ID(), "boxwire:other"); !errors.As(err, &werr) || werr.Code != wire.CodeNotAllowed {
 		t.Fatalf("move to an image not allowed: %v", err)
 	}
-	e.f.SetImages([]string{"boxwire:other"})
+	e.f.Images().Set([]string{"boxwire:other"})
 	im.rebuild("boxwire:other", "sha256:other")
-	prev, ids, err := e.f.MoveImage(ctx, b.ID(), "boxwire:other")
+	prev, ids, err := e.f.Images().Move(ctx, b.ID(), "boxwire:other")
 	if err != nil || prev != "boxwire:test" || !slices.Equal(ids, []string{"t1"}) {
 		t.Fatalf("move: %q %v %v", prev, ids, err)
 	}
@@ -299,7 +299,7 @@ func TestMoveImage(t *testing.T) {
 	if got := e.f.Status(b).ImageID; got != "sha256:other" {
 		t.Fatalf("image id %q after the move", got)
 	}
-	e.f.SetImages(nil)
+	e.f.Images().Set(nil)
 	if _, err := e.f.Options(wire.CreateThread{Image: "boxwire:other"}); err == nil {
 		t.Fatal("an image taken off the allowlist is still allowed")
 	}
@@ -332,7 +332,7 @@ func TestMoveImageOfABusyBoxWithoutResolver(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.busy.Store(true)
-	if _, _, err := e.f.MoveImage(context.Background(), b.ID(), "boxwire:other"); err != nil {
+	if _, _, err := e.f.Images().Move(context.Background(), b.ID(), "boxwire:other"); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(200 * time.Millisecond)

@@ -17,7 +17,7 @@ import (
 // (retire). It blocks for the engine.
 func (rp *reaper) suspend(ctx context.Context, b *Box, ev wire.SandboxExited) error {
 	f := rp.f
-	unlock := f.LockBox(b.id)
+	unlock := f.life.Box(b.id)
 	defer unlock()
 	f.mu.Lock()
 	ids := make([]string, 0, len(b.members))
@@ -103,7 +103,7 @@ func (rp *reaper) retire(ctx context.Context, now time.Time) {
 // bridge's records, its log), and its workspace volume when no other
 // thread or sandbox uses it. A thread resumed meanwhile is left alone.
 func (f *Fleet) RemoveSuspended(ctx context.Context, id string) error {
-	unlock := f.LockThread(id)
+	unlock := f.life.Thread(id)
 	defer unlock()
 	rec, ok := f.SuspendedRecord(ctx, id)
 	if !ok {
@@ -118,7 +118,7 @@ func (f *Fleet) RemoveSuspended(ctx context.Context, id string) error {
 // DropVolumeIfUnused removes box id's workspace volume unless a live
 // sandbox or a stored thread still uses it.
 func (f *Fleet) DropVolumeIfUnused(ctx context.Context, id string) error {
-	unlock := f.LockBox(id)
+	unlock := f.life.Box(id)
 	defer unlock()
 	f.mu.Lock()
 	for _, b := range f.boxes {

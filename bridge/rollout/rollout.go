@@ -26,24 +26,25 @@ import (
 // maxBody bounds a POST /v1/rollout body.
 const maxBody = 4 << 10
 
-// Fleet is what the API needs of the fleet (*fleet.Fleet has it).
-type Fleet interface {
+// Images is what the API needs of the fleet's images (*fleet.Images has
+// it).
+type Images interface {
 	// Rollout describes the rollout now.
 	Rollout() fleet.RolloutStatus
-	// PauseRollout holds live sandboxes on their build, or lets them go on.
-	PauseRollout(paused bool)
-	// SetImages replaces the images a thread may ask for besides the
-	// default one.
-	SetImages(images []string)
-	// Images are the images a thread may ask for, the default first.
-	Images() []string
+	// Pause holds live sandboxes on their build, or lets them go on.
+	Pause(paused bool)
+	// Set replaces the images a thread may ask for besides the default
+	// one.
+	Set(images []string)
+	// List returns the images a thread may ask for, the default first.
+	List() []string
 }
 
-// API serves the rollout routes over Fleet. Its zero value is not usable:
-// Fleet and Log are required.
+// API serves the rollout routes over the fleet's Images. Its zero value
+// is not usable: Images and Log are required.
 type API struct {
-	Fleet Fleet
-	Log   *slog.Logger
+	Images Images
+	Log    *slog.Logger
 	// Image is the default image, named in the reload's log line.
 	Image string
 	// Reload returns the images a thread may use besides the default
@@ -70,7 +71,7 @@ func (a API) ImagesRoute(mux *http.ServeMux, auth func(http.Handler) http.Handle
 
 // images answers GET /v1/images.
 func (a API) images(w http.ResponseWriter, _ *http.Request) {
-	list := wire.ImageList{Images: a.Fleet.Images()}
+	list := wire.ImageList{Images: a.Images.List()}
 	if list.Images == nil {
 		list.Images = []string{}
 	}
@@ -83,7 +84,7 @@ func (a API) images(w http.ResponseWriter, _ *http.Request) {
 // get answers GET /v1/rollout: fleet.RolloutStatus, the images in use,
 // how many sandboxes and threads run each and how many are behind.
 func (a API) get(w http.ResponseWriter, _ *http.Request) {
-	httpjson.Write(w, http.StatusOK, a.Fleet.Rollout())
+	httpjson.Write(w, http.StatusOK, a.Images.Rollout())
 }
 
 // post answers POST /v1/rollout {"paused": true|false}: pauses or resumes
@@ -103,8 +104,8 @@ func (a API) post(w http.ResponseWriter, r *http.Request) {
 		httpjson.Error(w, http.StatusBadRequest, wire.CodeBadMessage, "body: "+err.Error())
 		return
 	}
-	a.Fleet.PauseRollout(*req.Paused)
-	httpjson.Write(w, http.StatusOK, a.Fleet.Rollout())
+	a.Images.Pause(*req.Paused)
+	httpjson.Write(w, http.StatusOK, a.Images.Rollout())
 }
 
 // ReloadImages asks Reload for the images a thread may use besides the
@@ -120,6 +121,6 @@ func (a API) ReloadImages() {
 		a.Log.Error("reload the image allowlist; keeping the old one", "err", err)
 		return
 	}
-	a.Fleet.SetImages(images)
+	a.Images.Set(images)
 	a.Log.Info("image allowlist reloaded", "image", a.Image, "images", images)
 }

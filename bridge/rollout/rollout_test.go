@@ -15,32 +15,32 @@ import (
 	"github.com/boxwire/boxwire/bridge/rollout"
 )
 
-// fakeFleet records what the API asks of the fleet.
-type fakeFleet struct {
+// fakeImages records what the API asks of the fleet's images.
+type fakeImages struct {
 	mu     sync.Mutex
 	paused bool
 	images []string
 }
 
-func (f *fakeFleet) Rollout() fleet.RolloutStatus {
+func (f *fakeImages) Rollout() fleet.RolloutStatus {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return fleet.RolloutStatus{Paused: f.paused, Images: []fleet.ImageUsage{}}
 }
 
-func (f *fakeFleet) PauseRollout(p bool) {
+func (f *fakeImages) Pause(p bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.paused = p
 }
 
-func (f *fakeFleet) SetImages(images []string) {
+func (f *fakeImages) Set(images []string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.images = images
 }
 
-func (f *fakeFleet) Images() []string {
+func (f *fakeImages) List() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]string{"boxwire:latest"}, f.images...)
@@ -66,10 +66,10 @@ func requireHeader(name string, status int) func(http.Handler) http.Handler {
 // it is refused.
 func TestImagesRoute(t *testing.T) {
 	t.Parallel()
-	f := &fakeFleet{images: []string{"python:3.12"}}
+	f := &fakeImages{images: []string{"python:3.12"}}
 	mux := http.NewServeMux()
 	auth := requireHeader("X-User", http.StatusUnauthorized)
-	api := rollout.API{Fleet: f, Log: slog.New(slog.DiscardHandler), Reload: func() ([]string, error) { return []string{"node:22", "python:3.13"}, nil }}
+	api := rollout.API{Images: f, Log: slog.New(slog.DiscardHandler), Reload: func() ([]string, error) { return []string{"node:22", "python:3.13"}, nil }}
 	api.ImagesRoute(mux, auth)
 	get := func(user string) (int, string) {
 		req := httptest.NewRequest("GET", "/v1/images", nil)
@@ -100,7 +100,7 @@ func TestImagesRoute(t *testing.T) {
 // and changes nothing.
 func TestRoutes(t *testing.T) {
 	t.Parallel()
-	f := &fakeFleet{}
+	f := &fakeImages{}
 	var audited []string
 	mux := http.NewServeMux()
 	admin := requireHeader("X-Admin", http.StatusForbidden)
@@ -110,7 +110,7 @@ func TestRoutes(t *testing.T) {
 			next.ServeHTTP(w, r)
 		})
 	}
-	rollout.API{Fleet: f, Log: slog.New(slog.DiscardHandler)}.Routes(mux, admin, audit)
+	rollout.API{Images: f, Log: slog.New(slog.DiscardHandler)}.Routes(mux, admin, audit)
 	do := func(method, body string, asAdmin bool) (int, string) {
 		req := httptest.NewRequest(method, "/v1/rollout", strings.NewReader(body))
 		if asAdmin {
@@ -144,9 +144,9 @@ func TestRoutes(t *testing.T) {
 // keeps the old.
 func TestReloadImages(t *testing.T) {
 	t.Parallel()
-	f := &fakeFleet{images: []string{"old"}}
+	f := &fakeImages{images: []string{"old"}}
 	next, err := []string{"a", "b"}, error(nil)
-	api := rollout.API{Fleet: f, Log: slog.New(slog.DiscardHandler), Reload: func() ([]string, error) { return next, err }}
+	api := rollout.API{Images: f, Log: slog.New(slog.DiscardHandler), Reload: func() ([]string, error) { return next, err }}
 	api.ReloadImages()
 	if !slices.Equal(f.images, []string{"a", "b"}) {
 		t.Fatalf("after a reload: %v", f.images)
@@ -156,5 +156,5 @@ func TestReloadImages(t *testing.T) {
 	if !slices.Equal(f.images, []string{"a", "b"}) {
 		t.Fatalf("after a failed reload: %v", f.images)
 	}
-	rollout.API{Fleet: f, Log: slog.New(slog.DiscardHandler)}.ReloadImages() // nothing to reload
+	rollout.API{Images: f, Log: slog.New(slog.DiscardHandler)}.ReloadImages() // nothing to reload
 }

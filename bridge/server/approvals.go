@@ -22,7 +22,7 @@ func (t *thread) newGate() *approval.Gate {
 	s := t.srv
 	return approval.NewGate(t.id, s.cfg.Policy, t.Publish, approval.Config{
 		Store: s.db, Holder: s.leases.Instance(), Last: t.committedSeq, Logged: approval.LoggedIn(t.store, t.id, t.log), Ctx: t.ctx, Log: t.log,
-		Secrets: func() []string { return s.fleet.LLMTokens(t.box) }, // rotating: asked each time
+		Secrets: func() []string { return t.box.LLMTokens() }, // rotating: asked each time
 	})
 }
 

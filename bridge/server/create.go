@@ -50,7 +50,7 @@ func (s *Server) createThread(ctx context.Context, req wire.CreateThread) (*thre
 	// Under the box's lock, so a PATCH of the sandbox's egress rules
 	// (bridge/threadops: SetEgress) finds this thread registered with the rules it
 	// stored, or runs after.
-	unlockBox := s.fleet.LockBox(b.ID())
+	unlockBox := s.fleet.Locks().Box(b.ID())
 	rec := ThreadRecord{ID: id, Box: b.ID(), Scope: b.Scope(), Assistant: b.Assistant(),
 		Image: b.Image(), Runtime: b.Runtime(), Created: time.Now().UTC(), IdleTTL: b.IdleTTL(),
 		Egress: s.fleet.Status(b).Egress, Policy: req.Policy, MCP: req.MCP, Owner: users.PrincipalOf(ctx).User}

@@ -46,7 +46,7 @@ func (f failThreads) Relays(id string) bool { return f.s.lookup(id) != nil }
 // registered here is ignored.
 func (f failThreads) LetGo(id, text string) {
 	s := f.s
-	unlock := s.fleet.LockThread(id)
+	unlock := s.fleet.Locks().Thread(id)
 	defer unlock()
 	s.mu.Lock()
 	t := s.threads[id]

@@ -37,7 +37,7 @@ func (t *thread) watchTokens() {
 		if t.ctx.Err() != nil {
 			return
 		}
-		if tok := t.srv.fleet.LLMToken(t.box); tok != last {
+		if tok := t.box.LLMToken(); tok != last {
 			last = tok
 			t.log.Info("llm token rotated; handing the agent the new one")
 			t.sendAgent(wire.MustNew(wire.TypeClaim, t.id, "rotate", wire.Claim{LLMToken: tok}))

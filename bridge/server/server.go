@@ -134,7 +134,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.ops = threadops.New(threadops.Config{Threads: liveThreads{s}, Fleet: s.fleet, Records: cfg.Store, Events: db,
 		Manager: cfg.Manager, Owners: s.users, ThreadTTL: cfg.ThreadTTL, Log: s.log, Server: ctx})
-	s.roll = rollout.API{Fleet: s.fleet, Log: s.log, Image: cfg.Image, Reload: cfg.ReloadImages}
+	s.roll = rollout.API{Images: s.fleet.Images(), Log: s.log, Image: cfg.Image, Reload: cfg.ReloadImages}
 	s.pruner.Add(2)
 	go func() { defer s.pruner.Done(); retention.Run(ctx, retentionOf(s)) }() // bridge/retention, retention.go
 	go func() { defer s.pruner.Done(); s.leases.Run(ctx, s.fo) }()            // bridge/failover

@@ -29,7 +29,7 @@ import (
 // until this bridge's renewals settle (failover.Failover.AwaitSettled); a second caller for
 // the same thread waits for the first and gets its thread.
 func (s *Server) resumeThread(ctx context.Context, id string) (t *thread, found bool, err error) {
-	unlock := s.fleet.LockThread(id)
+	unlock := s.fleet.Locks().Thread(id)
 	defer unlock()
 	if t := s.lookup(id); t != nil {
 		return t, true, nil

@@ -25,7 +25,7 @@ func (o *Ops) SetEgress(ctx context.Context, id string, rules []string) (wire.Th
 	ctx, cancel := o.untilServer(ctx)
 	defer cancel()
 	by := wire.EgressByAPI
-	unlock := o.cfg.Fleet.LockThread(id)
+	unlock := o.cfg.Fleet.Locks().Thread(id)
 	boxID, rec, err := o.boxOf(ctx, id)
 	var prev, ids []string
 	if err == nil {
@@ -58,7 +58,7 @@ func (o *Ops) logEgressRules(ctx context.Context, id string, env wire.Envelope) 
 		t.Publish(env)
 		return nil
 	}
-	unlock := o.cfg.Fleet.LockThread(id)
+	unlock := o.cfg.Fleet.Locks().Thread(id)
 	defer unlock()
 	if t, live := o.cfg.Threads.Lookup(id); live {
 		t.Publish(env)
@@ -86,7 +86,7 @@ func (o *Ops) logEgressRules(ctx context.Context, id string, env wire.Envelope) 
 
 // MoveImage moves thread id's sandbox to the allowed image (the whole
 // shared sandbox in assistant scope), keeping workspace and conversation
-// (fleet.MoveImage): a live idle one is replaced at once (sandbox_exited
+// (fleet.Images.Move): a live idle one is replaced at once (sandbox_exited
 // and sandbox_replaced, reason image_update), a busy one once its work
 // ended, a suspended thread resumes on the new image. It describes the
 // thread. The rollout routes themselves are bridge/rollout's.
@@ -97,7 +97,7 @@ func (o *Ops) MoveImage(ctx context.Context, id, image string) (wire.ThreadInfo,
 	if err != nil {
 		return wire.ThreadInfo{}, err
 	}
-	prev, ids, err := o.cfg.Fleet.MoveImage(ctx, boxID, image)
+	prev, ids, err := o.cfg.Fleet.Images().Move(ctx, boxID, image)
 	if err != nil {
 		return wire.ThreadInfo{}, err
 	}

@@ -1,0 +1,99 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+
+	"github.com/boxwire/boxwire/bridge/boxdir"
+	"github.com/boxwire/boxwire/bridge/sandbox"
+	"github.com/boxwire/boxwire/bridge/wire"
+)
+
+// finder finds the sandboxes that run in the engine, whichever bridge
+// made them, and frees a box's name of stopped ones: what a takeover, a
+// resumption and Reconcile ask of the engine beside the fleet's own books.
+// Each call blocks for the engine.
+type finder struct {
+	m   sandbox.Manager
+	lay *boxdir.Layout
+	log *slog.Logger
+}
+
+// thread returns the running thread-scope sandbox of box whose labels
+// name thread id (or a pooled one, whose thread the records say:
+// adoptPooled), and the layout of its folders.
+func (fd finder) thread(ctx context.Context, box, id string) (sandbox.Sandbox, *boxdir.Layout, error) {
+	return fd.running(ctx, box, func(l map[string]string) bool {
+		return l[sandbox.LabelScope] == string(wire.ScopeThread) && (l[sandbox.LabelThread] == id || l[labelPool] == "1")
+	})
+}
+
+// shared returns the running shared sandbox of box, whose labels name
+// assistant, and the layout of its folders.
+func (fd finder) shared(ctx context.Context, box, assistant string) (sandbox.Sandbox, *boxdir.Layout, error) {
+	return fd.running(ctx, box, func(l map[string]string) bool {
+		return l[sandbox.LabelScope] == string(wire.ScopeAssistant) && l[sandbox.LabelAssistant] == assistant
+	})
+}
+
+// running returns the running sandbox of box whose labels match, made
+// by any bridge, and the layout of its folders (its labelRoot's).
+func (fd finder) running(ctx context.Context, box string, match func(map[string]string) bool) (sandbox.Sandbox, *boxdir.Layout, error) {
+	list, err := fd.m.List(ctx, map[string]string{sandbox.LabelBox: box})
+	if err != nil {
+		return sandbox.Sandbox{}, nil, fmt.Errorf("sandbox of box %s: %w", box, err)
+	}
+	for _, sb := range list {
+		l, lay := sb.Labels, fd.lay
+		if !sb.Running || !match(l) {
+			continue
+		}
+		if root := l[labelRoot]; filepath.IsAbs(root) && filepath.Clean(root) == root {
+			lay = lay.At(root)
+		}
+		return sb, lay, nil
+	}
+	return sandbox.Sandbox{}, nil, ErrNoSandbox
+}
+
+// runs reports whether the sandbox of stored thread r runs, whichever
+// bridge made it.
+func (fd finder) runs(ctx context.Context, r ThreadRecord) bool {
+	var err error
+	if r.Scope == wire.ScopeAssistant {
+		_, _, err = fd.shared(ctx, r.Box, r.Assistant)
+	} else {
+		_, _, err = fd.thread(ctx, r.Box, r.ID)
+	}
+	return err == nil
+}
+
+// clearLeftovers frees box id's name (boxwire-<id>) for a sandbox this
+// bridge makes on its workspace (a resumed thread, an assistant taking
+// its suspended workspace back): the box's stopped sandboxes, whichever
+// bridge made them — one that died while no bridge relayed its threads,
+// one a suspension or a dead bridge left — are removed, their workspace
+// volume kept. A running one is left to its bridge, or to a takeover
+// (TakeOver, TakeOverShared, which the caller tried first: one that runs
+// now started meanwhile), and refused with sandbox_unavailable, which the
+// client may try again, rather than the engine's name conflict. It
+// blocks for the engine; the caller holds the box's lock.
+func (fd finder) clearLeftovers(ctx context.Context, id string) error {
+	list, err := fd.m.List(ctx, map[string]string{sandbox.LabelBox: id})
+	if err != nil {
+		return fmt.Errorf("sandboxes of box %s: %w", id, err)
+	}
+	for _, sb := range list {
+		if sb.Running {
+			return wire.Error{Code: wire.CodeSandboxUnavailable, Message: fmt.Sprintf(
+				"the workspace's sandbox %s still runs (box %s, made by bridge %s): try again", sb.Name, id, sb.Labels[sandbox.LabelOwner])}
+		}
+		if err := fd.m.Remove(ctx, sb.ID); err != nil {
+			return fmt.Errorf("remove stopped sandbox %s of box %s: %w", sb.ID, id, err)
+		}
+		fd.log.Info("stopped sandbox of the box removed before it is made again", "box", id, "sandbox", sb.ID, "owner", sb.Labels[sandbox.LabelOwner])
+	}
+	return nil
+}
