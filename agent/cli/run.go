@@ -74,7 +74,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	llm := loop.OpenAIConfig{BaseURL: getenv("OPENAI_BASE_URL"), APIKey: apiKey, Model: o.model}
-	tok := &llmToken{} // this sandbox's proxy token, not a model key (llmtoken.go)
+	tok := &llmToken{log: log} // this sandbox's proxy token, not a model key (llmtoken.go)
 	if o.llmSocket != "" {
 		// The bridge hands the token over in its claim; older bridges set
 		// BOXWIRE_LLM_TOKEN.
