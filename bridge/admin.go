@@ -172,7 +172,7 @@ func openAdmin(ctx context.Context, rawURL, token, dataDir, storeURL, listen str
 	if err != nil {
 		return nil, nil, err
 	}
-	a, err := auth.New(auth.Config{AdminToken: "unused: only the store is used here", Store: st})
+	a, err := auth.New(auth.Config{AdminToken: "unused: only the store is used here", Store: st.Accounts()})
 	if err != nil {
 		st.Close()
 		return nil, nil, err

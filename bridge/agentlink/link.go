@@ -108,7 +108,7 @@ type Link struct {
 	log     *slog.Logger
 	ctx     context.Context // the thread's: ends when the thread ends
 	sent    inflight        // requests the agent has not answered (inflight.go)
-	streams *streams        // port streams (streams.go)
+	streams *Streams        // port streams (streams.go)
 	// requests and input wait for the current connection's writer
 	// (write.go): Send, SendInput. They outlive a connection.
 	requests, input *wire.Queue[wire.Envelope]
@@ -163,7 +163,7 @@ func New(ctx context.Context, ws *websocket.Conn, cfg Config) *Link {
 	l := &Link{cfg: cfg, id: cfg.ID, log: cfg.Log, ctx: ctx}
 	l.cur = l.newConnection(ws)
 	l.live.Store(l.cur)
-	l.streams = newStreams(cfg.MaxStreams, l.kick)
+	l.streams = newStreams(l, cfg.MaxStreams)
 	l.requests, l.input = newRequests(l.kick), newInput(l.kick) // write.go
 	l.open.loaded = cfg.LogEmpty                                // turnend.go: a stored log is read when needed
 	l.loadCursor()                                              // resume.go
@@ -228,7 +228,7 @@ func (l *Link) read(c *connection) {
 		if mt == websocket.BinaryMessage { // terminal output
 			data, err := readFrame(r, &scratch)
 			if err == nil && len(data) > 0 && wire.IsStreamFrame(wire.FrameKind(data[0]&0x0f)) {
-				l.streamFrame(data) // streams.go: never waits
+				l.streams.parseFrame(data) // streams.go: never waits
 				continue
 			}
 			if err == nil {

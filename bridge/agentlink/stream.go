@@ -20,7 +20,7 @@ import (
 // sandbox's side gave no credit (its program does not read), until the
 // write deadline.
 type Stream struct {
-	s    *streams
+	s    *Streams
 	id   string
 	port int
 
@@ -35,7 +35,7 @@ type Stream struct {
 	wclosed bool  // CloseWrite sent the end of our direction
 }
 
-func newStream(s *streams, id string, port int) *Stream {
+func newStream(s *Streams, id string, port int) *Stream {
 	return &Stream{s: s, id: id, port: port, in: wire.NewInbox(), credit: wire.NewCredit(), done: make(chan struct{})}
 }
 

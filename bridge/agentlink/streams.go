@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,8 +40,14 @@ const (
 // connection they travel on ends.
 var ErrAgentGone = errors.New("the sandbox's agent connection ended")
 
-// streams is a link's open streams and stream requests.
-type streams struct {
+// Streams are a link's port streams: the open streams and the stream
+// requests waiting for the agent's answer (Link.Streams). They are safe
+// for concurrent use.
+type Streams struct {
+	thread string
+	dead   func() <-chan struct{} // the link's Dead
+	log    *slog.Logger
+
 	// out is the traffic towards the agent, in order. Most threads never
 	// open a stream, so it is made on first use (queue); kick (the link's)
 	// has the writer drain it. made is set once it is made; the writer
@@ -57,15 +64,18 @@ type streams struct {
 	waiting map[string]chan wire.Envelope // answers to port_open and port_list, by request id
 }
 
-func newStreams(max int, kick func()) *streams {
+func newStreams(l *Link, max int) *Streams {
 	if max <= 0 {
 		max = DefaultMaxStreams
 	}
-	return &streams{kick: kick, max: max}
+	return &Streams{thread: l.id, dead: l.Dead, log: l.log, kick: l.kick, max: max}
 }
 
+// Streams returns the link's port streams.
+func (l *Link) Streams() *Streams { return l.streams }
+
 // queue is s.out, made on the first call. It is safe for concurrent use.
-func (s *streams) queue() *wire.Queue[wire.Envelope] {
+func (s *Streams) queue() *wire.Queue[wire.Envelope] {
 	s.outOnce.Do(func() {
 		s.out = wire.NewQueue[wire.Envelope](streamQueueLen, streamBudget)
 		s.out.OnPush(s.kick)
@@ -76,31 +86,30 @@ func (s *streams) queue() *wire.Queue[wire.Envelope] {
 
 // maps makes the maps of open streams and requests on their first use
 // (most threads never open a stream); s.mu is held.
-func (s *streams) maps() {
+func (s *Streams) maps() {
 	if s.open == nil {
 		s.open, s.waiting = map[string]*Stream{}, map[string]chan wire.Envelope{}
 	}
 }
 
 // pending is s.out for the writer, nil while no stream was ever opened.
-func (s *streams) pending() *wire.Queue[wire.Envelope] {
+func (s *Streams) pending() *wire.Queue[wire.Envelope] {
 	if !s.made.Load() {
 		return nil
 	}
 	return s.out
 }
 
-// DialPort opens a stream to port on the sandbox's own loopback and
+// Dial opens a stream to port on the sandbox's own loopback and
 // returns it as a net.Conn once the agent connected it. It blocks until
 // then, ctx ends, or the agent answers otherwise: a wire.Error of code
 // wire.CodePortClosed when nothing listens there, wire.CodeStreamLimit
 // when the thread has its maximum of streams open. The caller closes the
 // stream; it also ends when the agent connection does.
-func (l *Link) DialPort(ctx context.Context, port int) (*Stream, error) {
+func (s *Streams) Dial(ctx context.Context, port int) (*Stream, error) {
 	if port < 1 || port > 65535 {
 		return nil, wire.Error{Code: wire.CodeBadMessage, Message: fmt.Sprintf("port %d is not 1 to 65535", port)}
 	}
-	s := l.streams
 	s.mu.Lock()
 	if len(s.open) >= s.max {
 		s.mu.Unlock()
@@ -115,8 +124,8 @@ func (l *Link) DialPort(ctx context.Context, port int) (*Stream, error) {
 	s.waiting[id] = answer
 	s.mu.Unlock()
 
-	env := wire.MustNew(wire.TypePortOpen, l.id, id, wire.PortOpen{Stream: id, Port: port})
-	got, err := s.request(ctx, l.Dead(), id, answer, env)
+	env := wire.MustNew(wire.TypePortOpen, s.thread, id, wire.PortOpen{Stream: id, Port: port})
+	got, err := s.request(ctx, id, answer, env)
 	if err == nil && got.Type != wire.TypePortOpened {
 		err = answerError(got)
 	}
@@ -129,8 +138,7 @@ func (l *Link) DialPort(ctx context.Context, port int) (*Stream, error) {
 
 // Ports asks the agent what listens in the sandbox. It blocks until the
 // answer, ctx's end or the agent connection's.
-func (l *Link) Ports(ctx context.Context) ([]wire.Port, error) {
-	s := l.streams
+func (s *Streams) Ports(ctx context.Context) ([]wire.Port, error) {
 	s.mu.Lock()
 	s.next++
 	id := streamIDPrefix + strconv.FormatUint(s.next, 10)
@@ -138,7 +146,7 @@ func (l *Link) Ports(ctx context.Context) ([]wire.Port, error) {
 	s.maps()
 	s.waiting[id] = answer
 	s.mu.Unlock()
-	got, err := s.request(ctx, l.Dead(), id, answer, wire.MustNew(wire.TypePortList, l.id, id, nil))
+	got, err := s.request(ctx, id, answer, wire.MustNew(wire.TypePortList, s.thread, id, nil))
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +161,7 @@ func (l *Link) Ports(ctx context.Context) ([]wire.Port, error) {
 }
 
 // request queues env and waits for its answer.
-func (s *streams) request(ctx context.Context, dead <-chan struct{}, id string, answer chan wire.Envelope, env wire.Envelope) (wire.Envelope, error) {
+func (s *Streams) request(ctx context.Context, id string, answer chan wire.Envelope, env wire.Envelope) (wire.Envelope, error) {
 	defer func() {
 		s.mu.Lock()
 		delete(s.waiting, id)
@@ -167,7 +175,7 @@ func (s *streams) request(ctx context.Context, dead <-chan struct{}, id string, 
 	select {
 	case got := <-answer:
 		return got, nil
-	case <-dead:
+	case <-s.dead():
 		return wire.Envelope{}, wire.Error{Code: wire.CodeSandboxUnavailable, Message: ErrAgentGone.Error()}
 	case <-timer.C:
 		return wire.Envelope{}, wire.Error{Code: wire.CodeSandboxUnavailable, Message: fmt.Sprintf("the agent did not answer %s within %s", env.Type, openWait)}
@@ -204,7 +212,7 @@ func isStreamMessage(env wire.Envelope) bool {
 }
 
 // message takes a stream message from the agent (the link's reader).
-func (s *streams) message(env wire.Envelope) {
+func (s *Streams) message(env wire.Envelope) {
 	s.mu.Lock()
 	answer := s.waiting[env.ID]
 	delete(s.waiting, env.ID)
@@ -240,7 +248,7 @@ var errStreamEnded = errors.New("stream closed by the sandbox")
 
 // frame takes a stream frame from the agent (the link's reader); it never
 // blocks. A frame that breaks the window closes its stream.
-func (s *streams) frame(f wire.Frame) {
+func (s *Streams) frame(f wire.Frame) {
 	s.mu.Lock()
 	st := s.open[f.Session]
 	s.mu.Unlock()
@@ -260,18 +268,19 @@ func (l *Link) refuseStream(env wire.Envelope) {
 		"%s is between the bridge and the agent: reach a port over HTTP (/v1/threads/{id}/ports/{port}/ or /v1/threads/{id}/forward/{port})", env.Type))
 }
 
-// streamFrame parses a stream frame from the agent and hands it on.
-func (l *Link) streamFrame(data []byte) {
+// parseFrame parses a stream frame from the agent (the link's reader)
+// and hands it on.
+func (s *Streams) parseFrame(data []byte) {
 	f, err := wire.ParseFrame(data)
 	if err != nil {
-		l.log.Warn("bad stream frame from agent", "err", err)
+		s.log.Warn("bad stream frame from agent", "err", err)
 		return
 	}
-	l.streams.frame(f)
+	s.frame(f)
 }
 
 // lost ends every stream and stream request: the agent connection ended.
-func (s *streams) lost() {
+func (s *Streams) lost() {
 	s.mu.Lock()
 	open := make([]*Stream, 0, len(s.open))
 	for _, st := range s.open {
@@ -283,16 +292,17 @@ func (s *streams) lost() {
 	}
 }
 
-// OpenStreams reports how many streams the thread has open.
-func (l *Link) OpenStreams() int {
-	l.streams.mu.Lock()
-	defer l.streams.mu.Unlock()
-	return len(l.streams.open)
+// Open reports how many streams the thread has open.
+func (s *Streams) Open() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.open)
 }
 
-// writeStream writes one queued item of stream traffic to the agent.
-func (l *Link) writeStream(c *connection, it wire.Item[wire.Envelope]) error {
-	l.streams.queue().Release(it)
+// write writes one queued item of stream traffic to the agent (the
+// link's writer).
+func (s *Streams) write(c *connection, it wire.Item[wire.Envelope]) error {
+	s.queue().Release(it)
 	w := wire.Writer{Conn: c.ws, Wait: writeWait}
 	if it.Msg != nil {
 		return w.JSON(*it.Msg)

@@ -168,9 +168,9 @@ func dial(t *testing.T, e *linkEnv, port int) *agentlink.Stream {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
-	st, err := e.link.DialPort(ctx, port)
+	st, err := e.link.Streams().Dial(ctx, port)
 	if err != nil {
-		t.Fatalf("DialPort %d: %v", port, err)
+		t.Fatalf("Dial %d: %v", port, err)
 	}
 	t.Cleanup(func() { st.Close() })
 	return st
@@ -216,10 +216,10 @@ func TestStreamErrors(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
 	var we wire.Error
-	if _, err := e.link.DialPort(ctx, 1); !errors.As(err, &we) || we.Code != wire.CodePortClosed || !strings.Contains(we.Message, "nothing listens on port 1") {
+	if _, err := e.link.Streams().Dial(ctx, 1); !errors.As(err, &we) || we.Code != wire.CodePortClosed || !strings.Contains(we.Message, "nothing listens on port 1") {
 		t.Fatalf("port 1: %v", err)
 	}
-	if _, err := e.link.DialPort(ctx, 0); !errors.As(err, &we) || we.Code != wire.CodeBadMessage {
+	if _, err := e.link.Streams().Dial(ctx, 0); !errors.As(err, &we) || we.Code != wire.CodeBadMessage {
 		t.Fatalf("port 0: %v", err)
 	}
 	flood := listenTCP(t, func(c net.Conn) {
@@ -242,10 +242,10 @@ func TestStreamErrors(t *testing.T) {
 	for range 2 { // the limit is 4: the two above and these
 		dial(t, e, free)
 	}
-	if _, err := e.link.DialPort(ctx, free); !errors.As(err, &we) || we.Code != wire.CodeStreamLimit {
+	if _, err := e.link.Streams().Dial(ctx, free); !errors.As(err, &we) || we.Code != wire.CodeStreamLimit {
 		t.Fatalf("fifth stream: %v", err)
 	}
-	ports, err := e.link.Ports(ctx) // the connection answers while slow is full
+	ports, err := e.link.Streams().Ports(ctx) // the connection answers while slow is full
 	if err != nil {
 		t.Fatalf("ports while a stream is stalled: %v (%v)", err, ports)
 	}

@@ -163,7 +163,7 @@ func (l *Link) writeNext(c *connection) (busy bool, err error) {
 	if q := l.streams.pending(); q != nil {
 		if it, ok := q.TryNext(); ok {
 			busy = true
-			if err := l.writeStream(c, it); err != nil {
+			if err := l.streams.write(c, it); err != nil {
 				l.log.Warn("write stream traffic to agent", "err", err)
 				return busy, err
 			}

@@ -25,7 +25,7 @@ type clock struct {
 func (c *clock) Now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
 func (c *clock) add(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
 
-func newAuth(t *testing.T, mod func(*auth.Config)) (*auth.Authenticator, *store.Store, *clock) {
+func newAuth(t *testing.T, mod func(*auth.Config)) (*auth.Authenticator, auth.Store, *clock) {
 	t.Helper()
 	st, err := store.Open(filepath.Join(t.TempDir(), "boxwire.db"), store.Options{})
 	if err != nil {
@@ -33,7 +33,7 @@ func newAuth(t *testing.T, mod func(*auth.Config)) (*auth.Authenticator, *store.
 	}
 	t.Cleanup(func() { st.Close() })
 	c := &clock{now: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
-	cfg := auth.Config{AdminToken: adminToken, Store: st, Now: c.Now}
+	cfg := auth.Config{AdminToken: adminToken, Store: st.Accounts(), Now: c.Now}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -41,7 +41,7 @@ func newAuth(t *testing.T, mod func(*auth.Config)) (*auth.Authenticator, *store.
 	if err != nil {
 		t.Fatal(err)
 	}
-	return a, st, c
+	return a, st.Accounts(), c
 }
 
 func request(remote, bearer string) *http.Request {

@@ -33,7 +33,7 @@ func (b previewBackend) DialPort(ctx context.Context, thread string, port int) (
 	if err != nil {
 		return nil, err
 	}
-	st, err := t.link.DialPort(ctx, port)
+	st, err := t.link.Streams().Dial(ctx, port)
 	if err != nil {
 		return nil, err
 	}
@@ -46,7 +46,7 @@ func (b previewBackend) Ports(ctx context.Context, thread string) ([]wire.Port, 
 	if err != nil {
 		return nil, err
 	}
-	return t.link.Ports(ctx)
+	return t.link.Streams().Ports(ctx)
 }
 
 // live is thread's live thread: one with a sandbox (a suspended thread

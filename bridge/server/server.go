@@ -115,12 +115,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	// Users, keys and the audit log live in the same store (bridge/auth);
 	// bridge/users applies them.
-	authn, err := auth.New(auth.Config{AdminToken: cfg.Token, Store: db, OIDC: cfg.OIDC, Logger: cfg.Logger})
+	authn, err := auth.New(auth.Config{AdminToken: cfg.Token, Store: db.Accounts(), OIDC: cfg.OIDC, Logger: cfg.Logger})
 	if err != nil {
 		cancel()
 		return nil, errors.Join(fmt.Errorf("server: %w", err), db.Close())
 	}
-	if s.web, err = web.New(ctx, web.Config{Auth: authn, Store: db, AdminToken: cfg.Token, TTL: cfg.SessionTTL,
+	if s.web, err = web.New(ctx, web.Config{Auth: authn, Store: db.Accounts(), AdminToken: cfg.Token, TTL: cfg.SessionTTL,
 		File: web.SessionsFile(cfg.DataDir), InsecureHTTP: cfg.InsecureHTTP, OIDC: cfg.OIDCLogin, Logger: cfg.Logger}); err != nil {
 		cancel()
 		return nil, errors.Join(fmt.Errorf("server: %w", err), db.Close())

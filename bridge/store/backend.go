@@ -47,8 +47,8 @@ import (
 // writes to a thread they removed are dropped (ErrDeleted) rather than
 // bringing it back.
 //
-// Users, keys and audit entries (auth.Store) are written at once, each
-// durable when its call returns.
+// Users, keys and audit entries (Accounts, an auth.Store) are written at
+// once, each durable when its call returns.
 //
 // Leases (Lease) say which bridge relays each thread: AcquireLease takes
 // or renews one, RenewLease only renews, ReleaseLease gives it up; at most
@@ -65,9 +65,12 @@ import (
 // Close commits what is queued, stops the writer and releases the store;
 // it is idempotent.
 type Backend interface {
-	auth.Store
 	Leases
 	Approvals
+
+	// Accounts returns the users, their keys and the audit log; it ends
+	// with the store's Close.
+	Accounts() auth.Store
 
 	// PutThread creates or replaces a thread record.
 	PutThread(t Thread) error

@@ -98,8 +98,9 @@ type Store struct {
 	log *slog.Logger
 	w   *Writer // the group commit (writer.go, commit.go)
 	// leases are in memory: one process has the file (lease.go).
-	leases memLeases
-	once   sync.Once
+	leases   memLeases
+	accounts *Accounts // users, keys, audit (users.go)
+	once     sync.Once
 	// dirty says something was committed since the last fsync; syncer
 	// (SyncInterval mode) clears it, and stops when quit is closed,
 	// closing synced.
@@ -132,7 +133,7 @@ func Open(path string, opt Options) (*Store, error) {
 		return nil, fmt.Errorf("init %s: %w", path, err)
 	}
 	db.NoSync = opt.SyncInterval > 0
-	s := &Store{db: db, opt: opt, log: opt.Logger}
+	s := &Store{db: db, opt: opt, log: opt.Logger, accounts: &Accounts{db: db}}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

@@ -21,27 +21,36 @@ var (
 	bucketAudit = []byte("audit")
 )
 
-var _ auth.Store = (*Store)(nil)
+var _ auth.Store = (*Accounts)(nil)
+
+// Accounts are the store's users, keys and audit log: its auth.Store
+// (Store.Accounts). They share the store's database file and end with its Close.
+type Accounts struct {
+	db *bolt.DB
+}
+
+// Accounts returns the store's users, keys and audit log.
+func (s *Store) Accounts() auth.Store { return s.accounts }
 
 // PutUser writes u.
-func (s *Store) PutUser(_ context.Context, u auth.User) error {
-	return s.putRecord(bucketUsers, u.Name, u)
+func (a *Accounts) PutUser(_ context.Context, u auth.User) error {
+	return a.putRecord(bucketUsers, u.Name, u)
 }
 
 // User returns the user name, or an error wrapping auth.ErrNotFound.
-func (s *Store) User(_ context.Context, name string) (u auth.User, err error) {
-	return u, s.getRecord(bucketUsers, name, &u)
+func (a *Accounts) User(_ context.Context, name string) (u auth.User, err error) {
+	return u, a.getRecord(bucketUsers, name, &u)
 }
 
 // Users lists every user, by name.
-func (s *Store) Users(_ context.Context) ([]auth.User, error) {
-	return listRecords[auth.User](s, bucketUsers, func(auth.User) bool { return true })
+func (a *Accounts) Users(_ context.Context) ([]auth.User, error) {
+	return listRecords[auth.User](a, bucketUsers, func(auth.User) bool { return true })
 }
 
 // DeleteUser removes the user name and every key of theirs, in one
 // transaction.
-func (s *Store) DeleteUser(_ context.Context, name string) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
+func (a *Accounts) DeleteUser(_ context.Context, name string) error {
+	return a.db.Update(func(tx *bolt.Tx) error {
 		if err := tx.Bucket(bucketUsers).Delete([]byte(name)); err != nil {
 			return err
 		}
@@ -64,27 +73,27 @@ func (s *Store) DeleteUser(_ context.Context, name string) error {
 }
 
 // PutKey writes k.
-func (s *Store) PutKey(_ context.Context, k auth.Key) error {
-	return s.putRecord(bucketKeys, k.ID, k)
+func (a *Accounts) PutKey(_ context.Context, k auth.Key) error {
+	return a.putRecord(bucketKeys, k.ID, k)
 }
 
 // Key returns the key id, or an error wrapping auth.ErrNotFound.
-func (s *Store) Key(_ context.Context, id string) (k auth.Key, err error) {
-	return k, s.getRecord(bucketKeys, id, &k)
+func (a *Accounts) Key(_ context.Context, id string) (k auth.Key, err error) {
+	return k, a.getRecord(bucketKeys, id, &k)
 }
 
 // Keys lists the keys of user, or every key when user is "".
-func (s *Store) Keys(_ context.Context, user string) ([]auth.Key, error) {
-	return listRecords[auth.Key](s, bucketKeys, func(k auth.Key) bool { return user == "" || k.User == user })
+func (a *Accounts) Keys(_ context.Context, user string) ([]auth.Key, error) {
+	return listRecords[auth.Key](a, bucketKeys, func(k auth.Key) bool { return user == "" || k.User == user })
 }
 
 // AppendAudit appends e to the audit log.
-func (s *Store) AppendAudit(_ context.Context, e auth.AuditEntry) error {
+func (a *Accounts) AppendAudit(_ context.Context, e auth.AuditEntry) error {
 	data, err := json.Marshal(e)
 	if err != nil {
 		return fmt.Errorf("encode audit entry: %w", err)
 	}
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return a.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketAudit)
 		n, err := b.NextSequence()
 		if err != nil {
@@ -98,24 +107,24 @@ func (s *Store) AppendAudit(_ context.Context, e auth.AuditEntry) error {
 
 // Audit returns the entries that match f, oldest first (the newest
 // f.Limit when set).
-func (s *Store) Audit(_ context.Context, f auth.AuditFilter) ([]auth.AuditEntry, error) {
-	out, err := listRecords[auth.AuditEntry](s, bucketAudit, f.Match)
+func (a *Accounts) Audit(_ context.Context, f auth.AuditFilter) ([]auth.AuditEntry, error) {
+	out, err := listRecords[auth.AuditEntry](a, bucketAudit, f.Match)
 	if f.Limit > 0 && len(out) > f.Limit {
 		out = out[len(out)-f.Limit:]
 	}
 	return out, err
 }
 
-func (s *Store) putRecord(bucket []byte, key string, v any) error {
+func (a *Accounts) putRecord(bucket []byte, key string, v any) error {
 	data, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("encode %s record: %w", bucket, err)
 	}
-	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucket).Put([]byte(key), data) })
+	return a.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucket).Put([]byte(key), data) })
 }
 
-func (s *Store) getRecord(bucket []byte, key string, v any) error {
-	return s.db.View(func(tx *bolt.Tx) error {
+func (a *Accounts) getRecord(bucket []byte, key string, v any) error {
+	return a.db.View(func(tx *bolt.Tx) error {
 		data := tx.Bucket(bucket).Get([]byte(key))
 		if data == nil {
 			return fmt.Errorf("%s %q: %w", bucket, key, auth.ErrNotFound)
@@ -124,9 +133,9 @@ func (s *Store) getRecord(bucket []byte, key string, v any) error {
 	})
 }
 
-func listRecords[T any](s *Store, bucket []byte, keep func(T) bool) ([]T, error) {
+func listRecords[T any](a *Accounts, bucket []byte, keep func(T) bool) ([]T, error) {
 	var out []T
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := a.db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucket).ForEach(func(_, v []byte) error {
 			var rec T
 			if err := json.Unmarshal(v, &rec); err != nil {

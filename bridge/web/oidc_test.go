@@ -95,7 +95,7 @@ func oidcWorld(t *testing.T, p *provider) *httptest.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := auth.New(auth.Config{AdminToken: token, Store: w.db, OIDC: v})
+	a, err := auth.New(auth.Config{AdminToken: token, Store: w.db.Accounts(), OIDC: v})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,7 +43,7 @@ func newWorld(t *testing.T) *world {
 
 func mustAuth(t *testing.T, db *store.Store, tok string) *auth.Authenticator {
 	t.Helper()
-	a, err := auth.New(auth.Config{AdminToken: tok, Store: db})
+	a, err := auth.New(auth.Config{AdminToken: tok, Store: db.Accounts()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func (w *world) start(cfg web.Config, tlsOn bool) (*web.Sessions, *httptest.Serv
 	if cfg.Auth == nil {
 		cfg.Auth = w.authn
 	}
-	cfg.Store, cfg.File = w.db, web.SessionsFile(w.dir)
+	cfg.Store, cfg.File = w.db.Accounts(), web.SessionsFile(w.dir)
 	if cfg.AdminToken == "" {
 		cfg.AdminToken = token
 	}

@@ -45,6 +45,8 @@ type Store struct {
 	log  *slog.Logger
 	w    *store.Writer // the group commit; commit is ours (writer.go)
 	once sync.Once
+	// accounts are the users, keys and audit log (users.go).
+	accounts *Accounts
 }
 
 var _ store.Backend = (*Store)(nil)
@@ -74,7 +76,7 @@ func Open(ctx context.Context, url string, opt store.Options) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("pgstore: connect to %s: %w", cfg.ConnConfig.Host, err)
 	}
-	s := &Store{pool: pool, opt: opt, log: opt.Logger}
+	s := &Store{pool: pool, opt: opt, log: opt.Logger, accounts: &Accounts{pool: pool}}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

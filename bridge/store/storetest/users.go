@@ -16,7 +16,8 @@ import (
 func testUsers(t *testing.T, cfg Config) {
 	ctx := context.Background()
 	o := cfg.New(t)
-	s := open(t, o, store.Options{})
+	db := open(t, o, store.Options{})
+	s := db.Accounts()
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	if _, err := s.User(ctx, "ann"); !errors.Is(err, auth.ErrNotFound) {
 		t.Fatalf("missing user: %v, want ErrNotFound", err)
@@ -52,10 +53,10 @@ func testUsers(t *testing.T, cfg Config) {
 	if err := s.PutKey(ctx, k1); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Close(); err != nil {
+	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s = open(t, o, store.Options{})
+	s = open(t, o, store.Options{}).Accounts()
 	if k, err := s.Key(ctx, "k1"); err != nil || k.Revoked == nil || k.Active(now.Add(2*time.Minute)) {
 		t.Fatalf("revoked key after reopen = %+v, %v", k, err)
 	}
@@ -89,7 +90,7 @@ func testUsers(t *testing.T, cfg Config) {
 // The audit log: oldest first, filtered, the newest Limit.
 func testAudit(t *testing.T, cfg Config) {
 	ctx := context.Background()
-	s := open(t, cfg.New(t), store.Options{})
+	s := open(t, cfg.New(t), store.Options{}).Accounts()
 	base := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	var all []auth.AuditEntry
 	for i := range 6 {
