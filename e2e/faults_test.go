@@ -248,9 +248,12 @@ func TestFaultNonReadingClientDuringFlood(t *testing.T) {
 		t.Errorf("tool_result total_bytes %d, streamed %d, want %d (and no store-cap marker)", res.TotalBytes, book.outBytes(), flood)
 	}
 	// Bounded: a per-client queue for the stuck client would grow by the
-	// second half of the flood (16 MiB); the tail and store cost is paid
-	// in the first half.
-	if grew := peak - mid; mid == 0 || grew > flood/4 {
+	// second half of the flood (16 MiB, more as JSON events), which the
+	// Go heap, with its target of twice what is live, shows as well over
+	// 16 MiB of RSS; the tail and store cost is paid in the first half.
+	// The collector's own swing in the second half was up to 9 MiB (a
+	// clean-clone make test beside other work: 116 MiB at half, peak 125).
+	if grew := peak - mid; mid == 0 || grew > flood*3/8 {
 		t.Errorf("bridge RSS %d MiB at half the flood, peak %d MiB (from %d MiB)", mid>>20, peak>>20, rss0>>20)
 	}
 	if len(fails) > 0 || answered == 0 {
