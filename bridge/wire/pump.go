@@ -10,11 +10,19 @@ import (
 // has work: an idle connection keeps no writer goroutine, and so no
 // writer stack. The producers Kick it after each thing they queue (a
 // Queue's OnPush, a wake-up, a close); the pump then runs its writer
-// function on a goroutine, which takes what waits, writes it, and ends
-// once it finds nothing more. A Kick that comes while that goroutine is
+// function on a goroutine, which takes what waits, writes it, and lets
+// go of the connection once it finds nothing more. A Kick that comes while that goroutine is
 // on its way out makes it run the writer again, so nothing queued is
 // left unsent, and there is never more than one writer running: the
 // writer owns the connection as a pump goroutine of its own would.
+//
+// The goroutines that run writers are shared (runner): one that finished
+// a run waits runnerLinger for another pump's, then ends. A writer's run
+// grows its goroutine's stack (a JSON encoding, a WebSocket write: 8 to
+// 16 KiB); a new goroutine for every run paid that growth each time, some
+// microseconds a message on each hop, where a runner that stays a moment
+// keeps its stack for the next run of any connection. An idle bridge
+// still keeps no writer goroutine once its runners' lingers have passed.
 //
 // The writer reports when the connection is finished (a write failed, or
 // it wrote the close): the pump then ends for good and closes Done. A
@@ -38,6 +46,39 @@ const (
 	pumpAgain                // a writer runs, and a kick came after it began
 	pumpDone                 // finished: kicks do nothing
 )
+
+// runnerLinger is how long a runner that finished a pump's run waits for
+// another before it ends.
+const runnerLinger = 100 * time.Millisecond
+
+// idleRunners hands a pump to a runner waiting for one (runner); unbuffered,
+// so a pump goes only to a runner that takes it now.
+var idleRunners = make(chan *Pump)
+
+// dispatch has a runner run p: one that waits, or a new one.
+func dispatch(p *Pump) {
+	select {
+	case idleRunners <- p:
+	default:
+		go runner(p)
+	}
+}
+
+// runner runs p, and then the pumps dispatch hands it, until none came
+// for runnerLinger.
+func runner(p *Pump) {
+	linger := time.NewTimer(runnerLinger)
+	defer linger.Stop()
+	for {
+		p.run()
+		linger.Reset(runnerLinger)
+		select {
+		case p = <-idleRunners:
+		case <-linger.C:
+			return
+		}
+	}
+}
 
 // NewPump returns a pump, not yet started, that runs write and ticks
 // every tick (never, when tick is 0). write takes and writes whatever
@@ -83,7 +124,7 @@ func (p *Pump) Kick() {
 		switch p.state.Load() {
 		case pumpIdle:
 			if p.state.CompareAndSwap(pumpIdle, pumpRunning) {
-				go p.run()
+				dispatch(p)
 				return
 			}
 		case pumpRunning:
@@ -96,8 +137,8 @@ func (p *Pump) Kick() {
 	}
 }
 
-// run is the writer goroutine: it runs the writer until a run begins
-// after the last Kick and finds nothing, or the connection is finished.
+// run runs the writer, on a runner, until a run begins after the last
+// Kick and finds nothing, or the connection is finished.
 func (p *Pump) run() {
 	for {
 		if p.write() {
@@ -109,7 +150,7 @@ func (p *Pump) run() {
 			return
 		}
 		if p.state.CompareAndSwap(pumpRunning, pumpIdle) {
-			return // a Kick from now on starts another goroutine
+			return // a Kick from now on dispatches p again
 		}
 		p.state.CompareAndSwap(pumpAgain, pumpRunning) // a Kick came during the run: run again
 	}
