@@ -103,24 +103,52 @@ func (c *Client) relay(up *websocket.Conn) {
 	}
 }
 
-// refused ends the client when the relay refused its upstream for good:
-// the credential (401, 403) or the hello (finalRefusal); it reports
-// whether it did. Anything else — a relay shutting down (503), not
-// relaying the thread (any longer), out of sandboxes — is tried again.
+// refused ends the client when the relay refused its upstream for good
+// (Refused); it reports whether it did. Anything else — a relay shutting
+// down (503), not relaying the thread (any longer), out of sandboxes — is
+// tried again.
 func (c *Client) refused(err error) bool {
+	r, ok := Refused(err)
+	if !ok {
+		return false
+	}
+	if !r.Credential { // a refused credential is told by the close alone, as this bridge would
+		c.answer(wire.ErrorEnvelope(c.thread, c.helloID, r.Code, "%s", r.Message))
+	}
+	c.kick(r.Close, r.Text, !r.Credential)
+	c.log.Info("forwarded client refused by the thread's relay", "err", err)
+	return true
+}
+
+// Refusal is how a client is ended whose upstream a relay refused for
+// good (Refused): an error of Code and Message answering its hello, and a
+// close frame of Close and Text. Credential says the relay refused the
+// client's credential rather than its hello.
+type Refusal struct {
+	Code       wire.Code
+	Message    string
+	Close      int
+	Text       string
+	Credential bool
+}
+
+// Refused reports whether err, from Dial, is a relay's refusal that stays
+// the same when asked again — of the credential (401, 403: unauthorized,
+// and close 1008) or of the hello (finalRefusal: the relay's own code and
+// message, and a normal close) — and how to end the client. A relay that
+// cannot be reached, is shutting down (503) or does not relay the thread
+// is not: the caller tries again or answers sandbox_unavailable.
+func Refused(err error) (Refusal, bool) {
 	var re *wsrelay.RefusedError
 	var werr wire.Error
 	switch {
 	case errors.As(err, &re) && (re.Status == http.StatusUnauthorized || re.Status == http.StatusForbidden):
-		c.kick(websocket.ClosePolicyViolation, "credentials refused by the thread's relay", false)
+		return Refusal{Code: wire.CodeUnauthorized, Message: "credentials refused by the thread's relay",
+			Close: websocket.ClosePolicyViolation, Text: "credentials refused by the thread's relay", Credential: true}, true
 	case errors.As(err, &werr) && finalRefusal(werr.Code):
-		c.answer(wire.ErrorEnvelope(c.thread, c.helloID, werr.Code, "%s", werr.Message))
-		c.kick(websocket.CloseNormalClosure, "", true)
-	default:
-		return false
+		return Refusal{Code: werr.Code, Message: werr.Message, Close: websocket.CloseNormalClosure}, true
 	}
-	c.log.Info("forwarded client refused by the thread's relay", "err", err)
-	return true
+	return Refusal{}, false
 }
 
 // finalRefusal reports whether a relay's answer with code to a hello

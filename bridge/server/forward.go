@@ -42,8 +42,10 @@ func (s *Server) announce(listening string) {
 // (bridge/forward) until it ends. It reports false, having done nothing,
 // when err is another error, the store tells no bridge of another's
 // commits (bbolt: one bridge), or the relay has no announced address;
-// then the caller refuses the client. A relay that cannot be reached is
-// answered sandbox_unavailable.
+// then the caller refuses the client. A relay's refusal that stands
+// (forward.Refused: the credential, or the hello for good) is passed on;
+// a relay that cannot be reached, or refuses for now, is answered
+// sandbox_unavailable.
 func (s *Server) forward(r *http.Request, conn *websocket.Conn, helloEnv wire.Envelope, err error) bool {
 	var re lease.RelayedError
 	if !errors.As(err, &re) {
@@ -65,6 +67,11 @@ func (s *Server) forward(r *http.Request, conn *websocket.Conn, helloEnv wire.En
 	hub := s.forwardHub(listener)
 	f := hub.NewClient(conn, hello, helloEnv.ID, r.Header, log)
 	up, err := f.Dial(r.Context(), addr)
+	if ref, final := forward.Refused(err); final { // the relay's answer stands: pass it on
+		log.Info("forwarded client refused by the thread's relay", "relay", re.Holder, "err", err)
+		reject(conn, wire.ErrorEnvelope(hello.Thread, helloEnv.ID, ref.Code, "%s", ref.Message), ref.Close)
+		return true
+	}
 	if err != nil {
 		log.Warn("forward a client to the thread's relay", "relay", re.Holder, "err", err)
 		reject(conn, wire.ErrorEnvelope(hello.Thread, helloEnv.ID, wire.CodeSandboxUnavailable,

@@ -176,3 +176,44 @@ func answerHello(code wire.Code) http.HandlerFunc {
 		_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(waitFor))
 	}
 }
+
+// A client whose thread another bridge relays, when that relay refuses
+// the first upstream for good, gets the relay's answer rather than
+// sandbox_unavailable (which says "try again"): a refused credential is
+// unauthorized and a 1008 close, a refused hello the relay's own code; a
+// relay shutting down (503) is still sandbox_unavailable. The thread's
+// lease names bridge-peer (a fake relay with the answer) before bridge-b
+// sees the client. Before, every refusal was sandbox_unavailable.
+func TestForwardedClientFirstDialRefused(t *testing.T) {
+	cases := []struct {
+		name    string
+		answer  http.HandlerFunc
+		errCode wire.Code
+		close   int
+	}{
+		{"credential refused", answerStatus(http.StatusUnauthorized), wire.CodeUnauthorized, websocket.ClosePolicyViolation},
+		{"hello refused", answerHello(wire.CodeNotFound), wire.CodeNotFound, websocket.CloseNormalClosure},
+		{"shutting down", answerStatus(http.StatusServiceUnavailable), wire.CodeSandboxUnavailable, websocket.CloseNormalClosure},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			url := pgDatabase(t)
+			peer := httptest.NewServer(tc.answer)
+			defer peer.Close()
+			a := newEnvWith(t, func(c *server.Config) { c.StoreURL, c.LeaseTTL = url, failoverTTL })
+			_, id := a.attach("", 0)
+			b := newEnvWith(t, func(c *server.Config) { c.StoreURL, c.LeaseTTL, c.BridgeID = url, failoverTTL, "bridge-b" })
+			execSQL(t, url, `INSERT INTO bridges (id, address, updated) VALUES ('bridge-peer', $1, now())`, peer.URL)
+			moveLease(t, url, id, "bridge-peer")
+			s := b.open(id, 0)
+			env := s.read()
+			var werr wire.Error
+			if env.Type != wire.TypeError || env.Decode(&werr) != nil || werr.Code != tc.errCode || env.ID != "h1" {
+				t.Fatalf("the hello was answered with %s %q %s; want an error %s answering h1", env.Type, env.ID, env.Data, tc.errCode)
+			}
+			if ce := s.closeOf(); ce.Code != tc.close {
+				t.Fatalf("closed with %d %q; want %d", ce.Code, ce.Text, tc.close)
+			}
+		})
+	}
+}
