@@ -21,6 +21,11 @@ import (
 // variable or socket names one (docs/pool.md).
 const labelPool = "boxwire.pool"
 
+// errPoolStale ends the claim of a pooled sandbox whose image was rebuilt
+// since it started (the claim's own look found it): the sandbox is removed
+// and the thread gets a newer one.
+var errPoolStale = errors.New("pooled sandbox runs an older build of its image")
+
 // poolRetry is the pause after a pooled sandbox failed to start.
 const poolRetry = 2 * time.Second
 
@@ -161,21 +166,37 @@ func (p *warmPool) drainStale() {
 	}
 }
 
-// learnImage looks up what image names now, for a claim (a rebuild the
-// reaper has not seen yet must not hand out the old build). It blocks for
-// one engine call when the manager can tell (sandbox.ImageResolver).
-func (p *warmPool) learnImage(ctx context.Context, image string) {
+// learnImage starts looking up what image names now, for a claim (a
+// rebuild the reaper has not seen yet must not hand out the old build),
+// when the manager can tell (sandbox.ImageResolver): one engine call, on
+// a goroutine of its own, so that it runs beside the claim's binding. The
+// returned wait blocks until what it found is learned (a failed lookup
+// leaves what the last look found); the caller must call it.
+func (p *warmPool) learnImage(ctx context.Context, image string) (wait func()) {
 	res, ok := p.f.cfg.Manager.(sandbox.ImageResolver)
 	if !ok {
-		return
+		return func() {}
 	}
-	id, err := res.ImageID(ctx, image)
-	if err != nil {
-		return // the claim goes on with what the last look found
-	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		id, err := res.ImageID(ctx, image)
+		if err != nil {
+			return
+		}
+		p.f.mu.Lock()
+		p.f.roll.Learn(map[string]string{image: id})
+		p.f.mu.Unlock()
+	}()
+	return func() { <-done }
+}
+
+// staleBuild reports whether b, a pooled sandbox, runs an older build of
+// its image than the one learned.
+func (p *warmPool) staleBuild(b *Box) bool {
 	p.f.mu.Lock()
-	p.f.roll.Learn(map[string]string{image: id})
-	p.f.mu.Unlock()
+	defer p.f.mu.Unlock()
+	return p.f.roll.Stale(b.image, b.imageID)
 }
 
 // removePooled removes sandboxes taken out of the pool's ready lists.
@@ -280,7 +301,8 @@ func (p *warmPool) claimPooled(ctx context.Context, o Options, threadID string) 
 	if p.f.cfg.Pool <= 0 || o.scope != wire.ScopeThread {
 		return nil, nil
 	}
-	p.learnImage(ctx, o.image)
+	learned := p.learnImage(ctx, o.image) // beside the first binding
+	defer learned()
 	for ctx.Err() == nil {
 		start := time.Now()
 		b := p.takePooled(poolKey(o.image, o.runtime), threadID, o.idleTTL)
@@ -290,6 +312,10 @@ func (p *warmPool) claimPooled(ctx context.Context, o Options, threadID string) 
 		}
 		p.f.rules.set(b, o.egress) // egress.go: the thread's rules, before its proxy serves
 		conn, err := p.bindPooled(ctx, b, threadID)
+		if learned(); err == nil && p.staleBuild(b) { // the image was rebuilt: not this one
+			conn.Close()
+			err = errPoolStale
+		}
 		b.err = err
 		close(b.ready)
 		// The filler starts the next sandbox only once the thread has
