@@ -106,12 +106,14 @@ func (s *Server) attachWS(w http.ResponseWriter, r *http.Request) (a attached, o
 	}
 	s.addClient(c)
 	c.log.Info("client attached", "after_seq", hello.AfterSeq)
-	s.users.Record(cctx, "thread.attach", t.id, "", r.RemoteAddr)
 	stopRevoke := s.users.Watch(cctx, func() { // a revoked key's connection ends at once
 		c.log.Info("credentials revoked: closing the connection")
 		c.kick(websocket.ClosePolicyViolation, "credentials revoked", nil)
 	})
 	c.startWriter(t, helloAnswer(s.cfg.Software, t, helloEnv.ID, hello.AfterSeq)) // client.go: runs while it has work
+	// The audit entry's write (an fsync with bbolt) goes beside the hello
+	// answer's, not before it; the relay starts reading after it.
+	s.users.Record(cctx, "thread.attach", t.id, "", r.RemoteAddr)
 	return attached{s: s, c: c, t: t, endConn: endConn, stopRevoke: stopRevoke}, true
 }
 
