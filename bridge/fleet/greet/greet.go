@@ -28,11 +28,16 @@ const (
 	WriteWait = 10 * time.Second
 	// AgentSocket is the agent's socket in its folder (bridge/boxdir).
 	AgentSocket = "agent.sock"
-	// agentPollInterval is the pause between attempts to reach the agent.
+	// agentPollInterval is the pause between attempts to reach the agent
+	// while nothing is made in its folder.
 	agentPollInterval = 20 * time.Millisecond
-	// inspectEvery is how many failed attempts pass between asking the
-	// engine whether the sandbox already exited.
-	inspectEvery = 25
+	// quickRetries attempts quickRetry apart follow a name made in the
+	// agent folder: its socket exists a moment before it listens.
+	quickRetries = 10
+	quickRetry   = time.Millisecond
+	// inspectEvery is how often the engine is asked whether a sandbox
+	// whose agent does not answer already exited.
+	inspectEvery = 500 * time.Millisecond
 )
 
 // errAgentAnswer marks an agent that answered, but not with hello: trying
@@ -113,15 +118,21 @@ func buildOf(h wire.Hello) AgentBuild {
 	return AgentBuild{Version: v, Hash: h.AgentHash, Posture: h.Posture, Instance: h.Instance}
 }
 
-// Wait polls the agent socket of t until the agent answers hello for
+// Wait dials the agent socket of t until the agent answers hello for
 // thread id and, when claim is set, takes its claim (see Dial), the
-// sandbox exits, ReadyTimeout passes or ctx ends. claim false greets
+// sandbox exits, ReadyTimeout passes or ctx ends. It tries again when a
+// name is made in the agent folder (folderWatch: the socket appeared),
+// quickly a few times after that (the socket's name comes a moment before
+// it listens), and every agentPollInterval besides. claim false greets
 // without handing over the LLM token (a pooled sandbox no thread has
 // taken yet).
 func (g *Greeter) Wait(ctx context.Context, t Target, id string, claim bool) (*websocket.Conn, AgentBuild, error) {
 	ctx, cancel := context.WithTimeout(ctx, ReadyTimeout)
 	defer cancel()
-	for attempt := 1; ; attempt++ {
+	watch := watchFolder(t.Dirs.Agent) // before the first dial: a socket made after it is seen
+	defer watch.close()
+	inspected, quick := time.Now(), 0
+	for {
 		conn, build, err := g.Dial(ctx, t, id, claim)
 		if err == nil {
 			return conn, build, nil
@@ -131,16 +142,22 @@ func (g *Greeter) Wait(ctx context.Context, t Target, id string, claim bool) (*w
 		if errors.Is(err, errAgentAnswer) || errors.Is(err, boxdir.ErrNotSocket) {
 			return nil, AgentBuild{}, err
 		}
-		if attempt%inspectEvery == 0 {
+		if time.Since(inspected) >= inspectEvery {
+			inspected = time.Now()
 			sb, ierr := g.cfg.Engine.Inspect(ctx, t.SandboxID())
 			if ierr == nil && !sb.Running {
 				return nil, AgentBuild{}, fmt.Errorf("sandbox exited with code %d before its agent was ready", sb.ExitCode)
 			}
 		}
-		select {
-		case <-ctx.Done():
+		pause := agentPollInterval
+		if quick > 0 {
+			pause, quick = quickRetry, quick-1
+		}
+		if watch.wait(ctx, pause) {
+			quick = quickRetries
+		}
+		if ctx.Err() != nil {
 			return nil, AgentBuild{}, fmt.Errorf("agent not ready: %w (last attempt: %v)", ctx.Err(), err)
-		case <-time.After(agentPollInterval):
 		}
 	}
 }
