@@ -1,11 +1,13 @@
 package server_test
 
 import (
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/boxwire/boxwire/bridge/testutil"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -54,10 +56,15 @@ func TestIdleSessionKeepsNoWriters(t *testing.T) {
 	e := newEnv(t)
 	a, id := e.attach("", 0)
 	b, _ := e.attach(id, 0)
+	// The relay reads once the attach is done, a moment after the hello
+	// answer (the attach's audit entry is written between).
+	testutil.Until(t, "both clients' readers", waitFor, func() error {
+		if n := goroutinesIn("server.(*client).readPump("); n < 2 {
+			return fmt.Errorf("%d client readers for two clients", n)
+		}
+		return nil
+	})
 	waitNoWriters(t)
-	if n := goroutinesIn("server.(*client).readPump("); n < 2 {
-		t.Fatalf("%d client readers for two clients", n)
-	}
 	for i, s := range []*session{a, b, a} {
 		id := "p" + string(rune('1'+i))
 		s.request(wire.TypePing, id, nil)
