@@ -172,7 +172,7 @@ func newBoxID(prefix string) (string, error) {
 // start is over; on failure nothing is left to undo.
 func (f *Fleet) Acquire(ctx context.Context, o Options, threadID string) (*Box, *websocket.Conn, error) {
 	if o.boxID == "" {
-		if b, conn := f.pool.claimPooled(ctx, o, threadID); b != nil { // pool.go
+		if b, conn := f.claimPooled(ctx, o, threadID); b != nil { // pool.go
 			return b, conn, nil
 		}
 	}
@@ -220,7 +220,7 @@ func (f *Fleet) acquireBox(ctx context.Context, o Options, threadID string) (*Bo
 		f.mu.Unlock()
 		return nil, fmt.Errorf("%w: this bridge runs at most %d sandboxes", ErrLimit, max)
 	}
-	room := f.pool.poolRoomLocked() // pool_limit.go: pooled sandboxes count toward MaxSandboxes
+	room := f.pool.MakeRoomLocked() // bridge/fleet/warm: pooled sandboxes count toward MaxSandboxes
 	b = &Box{key: key, scope: o.scope, assistant: o.assistant, image: o.image, runtime: o.runtime,
 		idleTTL: o.idleTTL, ready: make(chan struct{}), members: map[string]Member{}, egress: o.egress, joining: 1, px: f.px}
 	b.created = time.Now().UTC().Truncate(time.Second)
@@ -245,7 +245,7 @@ func (f *Fleet) acquireBox(ctx context.Context, o Options, threadID string) (*Bo
 	if b.err == nil {
 		unlock := f.life.Box(b.id) // not while an old sandbox of this id is removed
 		if b.reuse {
-			b.err = f.find.clearLeftovers(ctx, b.id) // finder.go: the box's name free
+			b.err = f.find.ClearLeftovers(ctx, b.id) // the box's name free
 		}
 		if b.err == nil {
 			b.err = f.startBox(ctx, b)
@@ -339,7 +339,7 @@ func (f *Fleet) Release(b *Box, id string) (owned bool) {
 // proxies and folders. It blocks for the engine.
 func (f *Fleet) Remove(ctx context.Context, b *Box) error {
 	err := b.res.remove(ctx, f.cfg.Manager)
-	f.pool.wakePool() // pool.go: there may be room for a pooled sandbox again
+	f.pool.Wake() // there may be room for a pooled sandbox again
 	return err
 }
 
@@ -435,7 +435,7 @@ func (f *Fleet) removeResources(ctx context.Context, res *resources, log *slog.L
 	if err := res.remove(cctx, f.cfg.Manager); err != nil {
 		log.Error("remove sandbox resources", "err", err)
 	}
-	f.pool.wakePool() // pool.go: there may be room for a pooled sandbox again
+	f.pool.Wake() // there may be room for a pooled sandbox again
 }
 
 // forgetBox takes b out of the fleet's boxes and marks it gone.

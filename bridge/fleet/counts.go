@@ -1,5 +1,7 @@
 package fleet
 
+import "github.com/boxwire/boxwire/bridge/fleet/warm"
+
 // Counts are how many sandboxes of a fleet are in each state at one
 // moment (GET /metrics).
 type Counts struct {
@@ -29,11 +31,8 @@ func (f *Fleet) Counts() Counts {
 			c.Starting++
 		}
 	}
-	for _, ready := range f.pool.ready {
-		c.Pool += len(ready)
-	}
-	if f.pool.fill != nil {
-		c.Starting++
+	if f.pool.ReadyLocked(func(_ warm.Key, ready []*Box) { c.Pool += len(ready) }) {
+		c.Starting++ // the one the pool starts
 	}
 	return c
 }

@@ -14,9 +14,11 @@ import (
 	"github.com/boxwire/boxwire/bridge/boxdir"
 	"github.com/boxwire/boxwire/bridge/egress"
 	"github.com/boxwire/boxwire/bridge/fleet/boxproxy"
+	"github.com/boxwire/boxwire/bridge/fleet/find"
 	"github.com/boxwire/boxwire/bridge/fleet/greet"
 	"github.com/boxwire/boxwire/bridge/fleet/pace"
 	"github.com/boxwire/boxwire/bridge/fleet/records"
+	"github.com/boxwire/boxwire/bridge/fleet/warm"
 	"github.com/boxwire/boxwire/bridge/llmproxy"
 	"github.com/boxwire/boxwire/bridge/policy"
 	"github.com/boxwire/boxwire/bridge/sandbox"
@@ -170,8 +172,8 @@ type Fleet struct {
 
 	mu     sync.Mutex
 	closed bool
-	boxes  map[string]*Box // by box key, including boxes being created
-	pool   warmPool        // warm pool (pool.go); its filler is started by New
+	boxes  map[string]*Box  // by box key, including boxes being created
+	pool   *warm.Pool[*Box] // the warm pool (bridge/fleet/warm; its host: pool.go); its filler is started by New
 	// life are the per-thread and per-box lifecycle locks (locks.go).
 	life Locks
 	px   *boxproxy.Proxies // each box's LLM and egress proxies
@@ -180,8 +182,8 @@ type Fleet struct {
 	// (reconcile.go), working on these boxes.
 	reaper reaper
 	rec    reconciler
-	find   finder   // the engine's running sandboxes (finder.go)
-	rep    replacer // replacing boxes' sandboxes (lifecycle.go)
+	find   find.Finder // the engine's running sandboxes (bridge/fleet/find)
+	rep    replacer    // replacing boxes' sandboxes (lifecycle.go)
 	// greeter greets agents; rules keeps the boxes' own egress rules
 	// (egress.go).
 	greeter *greet.Greeter
@@ -219,7 +221,7 @@ func New(cfg Config) (*Fleet, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &Fleet{cfg: cfg, log: log, ctx: ctx, cancel: cancel, boxes: map[string]*Box{}}
 	f.reaper.f, f.rec.f, f.rules.f, f.rep.f = f, f, f, f
-	f.find = finder{m: cfg.Manager, lay: cfg.Layout, log: log}
+	f.find = find.Finder{Manager: cfg.Manager, Layout: cfg.Layout, Log: log}
 	f.book = records.Book{Store: cfg.Records, Log: log}
 	f.px = boxproxy.New(boxproxy.Config{LLM: cfg.LLM, Token: cfg.Token, UsageEvents: cfg.UsageEvents,
 		LLMAdmit: cfg.LLMAdmit, LLMUsage: cfg.LLMUsage, Egress: cfg.Egress, EgressThreadMax: cfg.EgressThreadMax,
@@ -228,7 +230,9 @@ func New(cfg Config) (*Fleet, error) {
 	f.greeter = greet.New(greet.Config{Software: cfg.Software, Engine: cfg.Manager, Posture: cfg.Posture,
 		Token: f.px.SandboxToken, Logger: log})
 	f.roll, f.imgs = pace.New(cfg.Rollout), Images{f: f, allowed: slices.Clone(cfg.Images)}
-	f.pool.startPool(f) // pool.go; before the reaper, which reads the pool
+	f.pool = warm.New(ctx, warm.Config{Lock: &f.mu, Size: cfg.Pool, Idle: cfg.PoolIdle, MaxAge: cfg.MaxLifetime / 2,
+		Max: cfg.MaxSandboxes, Tick: cfg.ReapInterval, Default: warm.Key{Image: cfg.Image, Runtime: cfg.Runtime}, Logger: log},
+		poolHost{f}) // before the reaper, which reads the pool
 	f.bg.Add(1)
 	go f.reaper.reap()
 	return f, nil
@@ -277,7 +281,7 @@ func (f *Fleet) Stop(ctx context.Context) error {
 	f.cancel()
 	f.mu.Unlock()
 	f.bg.Wait()
-	return f.pool.closePool(ctx) // pool.go
+	return f.pool.Close(ctx)
 }
 
 // Close waits for the boxes being created (Stop cancelled their

@@ -7,26 +7,26 @@ import (
 	"time"
 
 	"github.com/boxwire/boxwire/bridge/boxdir"
+	"github.com/boxwire/boxwire/bridge/fleet/find"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
 // Handing a thread to another bridge on a shared store (docs/store.md,
 // "Fail-over"): a bridge that lost a thread's lease lets go of its box
 // (LetGo), and the one that took the lease adopts the running sandbox
-// (TakeOver), its folders under the data folder its labelRoot names:
-// <root>/run/<box> and <root>/agent/<box>.
-const labelRoot = "boxwire.root"
+// (TakeOver), its folders under the data folder its label find.LabelRoot
+// names: <root>/run/<box> and <root>/agent/<box>.
 
 var (
 	// ErrRelayedElsewhere is Config.Claim's refusal when another bridge
 	// holds the thread's lease: Reconcile leaves the sandbox to it.
 	ErrRelayedElsewhere = errors.New("another bridge relays the thread")
 	// ErrNoSandbox: TakeOver found no running sandbox of the thread.
-	ErrNoSandbox = errors.New("no running sandbox of the thread to take over")
+	ErrNoSandbox = find.ErrNoSandbox
 )
 
 func rootLabel(l map[string]string, dirs boxdir.Dirs) map[string]string {
-	l[labelRoot] = dirs.Root()
+	l[find.LabelRoot] = dirs.Root()
 	return l
 }
 
@@ -37,7 +37,7 @@ func rootLabel(l map[string]string, dirs boxdir.Dirs) map[string]string {
 // go on. Thread scope only; ErrNoSandbox when none runs. It blocks for
 // the engine and the agent.
 func (f *Fleet) TakeOver(ctx context.Context, box, id string) error {
-	sb, lay, err := f.find.thread(ctx, box, id)
+	sb, lay, err := f.find.Thread(ctx, box, id)
 	if err != nil {
 		return err
 	}
@@ -66,7 +66,7 @@ func (f *Fleet) TakeOverShared(ctx context.Context, box, assistant string) (*Box
 		return b, nil
 	}
 	f.mu.Unlock()
-	sb, lay, err := f.find.shared(ctx, box, assistant)
+	sb, lay, err := f.find.Shared(ctx, box, assistant)
 	if err != nil {
 		return nil, err
 	}
@@ -105,7 +105,7 @@ func (f *Fleet) LetGo(b *Box, id string) error {
 		return nil
 	}
 	<-b.ready // a member attached only once it was made
-	f.pool.wakePool()
+	f.pool.Wake()
 	return b.res.closeProxies()
 }
 

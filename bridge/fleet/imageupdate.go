@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"github.com/boxwire/boxwire/bridge/fleet/warm"
 	"strings"
 	"time"
 
@@ -38,11 +39,11 @@ func (rp *reaper) checkImages(ctx context.Context) {
 			refs[b.Image()] = true
 		}
 	}
-	for _, ready := range f.pool.ready {
-		for _, b := range ready {
-			refs[b.image] = true
+	f.pool.ReadyLocked(func(key warm.Key, ready []*Box) {
+		if len(ready) > 0 {
+			refs[key.Image] = true
 		}
-	}
+	})
 	f.mu.Unlock()
 	now := map[string]string{} // image reference → its id, asked once per check
 	for ref := range refs {
@@ -60,7 +61,7 @@ func (rp *reaper) checkImages(ctx context.Context) {
 	f.roll.Learn(now)
 	due := rp.dueLocked(boxes, time.Now())
 	f.mu.Unlock()
-	f.pool.drainStale() // pool.go
+	f.pool.DrainStale()
 	for _, b := range due {
 		f.mu.Lock()
 		cur, busy, moving, want := b.imageID, b.busy(), b.moving, f.roll.Latest(b.Image())

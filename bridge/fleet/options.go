@@ -76,7 +76,7 @@ func (f *Fleet) WithSuspendedWorkspace(ctx context.Context, o Options) Options {
 	own := f.sharedBoxLocked(id) != nil
 	f.mu.Unlock()
 	if !own {
-		if _, _, err := f.find.shared(ctx, id, o.assistant); !errors.Is(err, ErrNoSandbox) { // handover.go
+		if _, _, err := f.find.Shared(ctx, id, o.assistant); !errors.Is(err, ErrNoSandbox) { // handover.go
 			f.log.Info("the assistant's suspended workspace is in use: a new one for the thread", "box", id, "assistant", o.assistant, "err", err)
 			return o
 		}

@@ -16,8 +16,8 @@ var errPoolUnclaimed = errors.New("pooled sandbox no thread took")
 // (the thread took it). b then takes that thread's box key and the
 // thread's own idle TTL, which the sandbox's labels, written before the
 // claim, cannot say. It blocks for one store read.
-func (p *warmPool) adoptPooled(ctx context.Context, b *Box) error {
-	r, ok, err := p.f.book.Taken(ctx, b.id)
+func (f *Fleet) adoptPooled(ctx context.Context, b *Box) error {
+	r, ok, err := f.book.Taken(ctx, b.id)
 	if err != nil {
 		return err
 	}

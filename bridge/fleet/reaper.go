@@ -156,7 +156,7 @@ func (rp *reaper) expire(ctx context.Context, b *Box, ev wire.SandboxExited) err
 	rp.f.log.Info("sandbox expired", "box", b.id, "reason", ev.Reason)
 	res := b.res.keepingVolume()
 	err := res.remove(ctx, rp.f.cfg.Manager)
-	// pool.go: there may be room for a pooled sandbox again.
-	rp.f.pool.wakePool()
+	// there may be room for a pooled sandbox again.
+	rp.f.pool.Wake()
 	return errors.Join(err, rp.f.DropVolumeIfUnused(ctx, b.id)) // suspend.go
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/boxwire/boxwire/bridge/fleet/find"
 	"log/slog"
 	"time"
 
@@ -38,7 +39,7 @@ func (rc *reconciler) run(ctx context.Context) error {
 	now := time.Now()
 	for _, sb := range list {
 		log := rc.f.log.With("sandbox", sb.ID, "box", sb.Labels[sandbox.LabelBox])
-		if rc.f.pool.poolOwns(sb.Labels[sandbox.LabelBox]) { // pool.go: this run's warm pool
+		if rc.f.pool.Owns(sb.Labels[sandbox.LabelBox]) { // pool.go: this run's warm pool
 			live[sb.Labels[sandbox.LabelBox]] = true
 			continue
 		}
@@ -60,8 +61,8 @@ func (rc *reconciler) run(ctx context.Context) error {
 	// for a live or pooled one (pool.go: being started).
 	f := rc.f
 	err = collect.Strays(ctx, f.cfg.Manager, f.cfg.BridgeID, f.cfg.Layout,
-		func(id string) bool { return live[id] || kept[id] || f.pool.poolOwns(id) },
-		func(id string) bool { return live[id] || f.pool.poolOwns(id) }, f.log)
+		func(id string) bool { return live[id] || kept[id] || f.pool.Owns(id) },
+		func(id string) bool { return live[id] || f.pool.Owns(id) }, f.log)
 	rc.f.reaper.checkImages(ctx) // imageupdate.go
 	return err
 }
@@ -81,7 +82,7 @@ func (rc *reconciler) adopt(ctx context.Context, sb sandbox.Sandbox, now time.Ti
 		return nil, err
 	}
 	if b.pooled { // pool_adopt.go: only one a thread took, under that thread's key and TTL
-		if err := rc.f.pool.adoptPooled(ctx, b); err != nil {
+		if err := rc.f.adoptPooled(ctx, b); err != nil {
 			return nil, err
 		}
 	}
@@ -140,7 +141,7 @@ func (rc *reconciler) boxOf(sb sandbox.Sandbox, now time.Time) (*Box, error) {
 	b := &Box{
 		id: l[sandbox.LabelBox], scope: wire.Scope(l[sandbox.LabelScope]), assistant: l[sandbox.LabelAssistant],
 		image: sb.Image, ready: make(chan struct{}), members: map[string]Member{}, lastUsed: now,
-		idleTTL: parseIdleTTL(l[labelIdleTTL], rc.f.cfg.IdleTTL), pooled: l[labelPool] == "1",
+		idleTTL: parseIdleTTL(l[labelIdleTTL], rc.f.cfg.IdleTTL), pooled: l[find.LabelPool] == "1",
 		foreign: l[sandbox.LabelOwner] != rc.f.cfg.BridgeID, px: rc.f.px,
 	}
 	close(b.ready)
@@ -280,7 +281,7 @@ func (rc *reconciler) suspendLeftovers(ctx context.Context) map[string]bool {
 		if kept[r.Box] = true; r.Suspended != nil {
 			continue
 		}
-		if !rc.f.find.runs(ctx, r) { // a running one is a peer's: TakeOver's (handover.go)
+		if !rc.f.find.Runs(ctx, r) { // a running one is a peer's: TakeOver's (handover.go)
 			rc.f.log.Info("thread has no sandbox: suspended", "thread", r.ID, "box", r.Box)
 			if err := rc.f.book.MarkSuspended(ctx, r.ID, nil, now, wire.ExitDied); err != nil {
 				rc.f.log.Error("suspend thread", "thread", r.ID, "err", err)

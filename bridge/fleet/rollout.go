@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"github.com/boxwire/boxwire/bridge/fleet/warm"
 	"slices"
 	"time"
 
@@ -119,11 +120,11 @@ func (im *Images) Rollout() RolloutStatus {
 			u.Behind++
 		}
 	}
-	for _, ready := range f.pool.ready {
+	f.pool.ReadyLocked(func(key warm.Key, ready []*Box) {
 		if len(ready) > 0 {
-			of(ready[0].image).Pooled += len(ready)
+			of(key.Image).Pooled += len(ready)
 		}
-	}
+	})
 	for _, u := range use {
 		st.Images = append(st.Images, *u)
 	}

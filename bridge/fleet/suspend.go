@@ -61,7 +61,7 @@ func (rp *reaper) suspend(ctx context.Context, b *Box, ev wire.SandboxExited) er
 	// ran is over.
 	res := b.res.keepingVolume()
 	errs = append(errs, res.remove(ctx, f.cfg.Manager))
-	f.pool.wakePool() // pool.go: there may be room for a pooled sandbox again
+	f.pool.Wake() // there may be room for a pooled sandbox again
 	return errors.Join(errs...)
 }
 
