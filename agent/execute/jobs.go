@@ -181,11 +181,13 @@ func (m *jobManager) watch(j *job) {
 		j.shell.remove()
 	}
 	file.finish(keep)
+	// The next command's shell starts now, after this one ended, so that it
+	// reads the profile as this command left it; before the call returns,
+	// so that whoever saw the result sees the refill under way (refill
+	// only schedules it).
+	m.refill(j.dir)
 	close(j.done)
 	m.trim()
-	// The next command's shell starts now, after this one ended, so that it
-	// reads the profile as this command left it.
-	m.refill(j.dir)
 }
 
 // sigkill is the exit code of a command killed by SIGKILL (128+9), as
