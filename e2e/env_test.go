@@ -41,6 +41,26 @@ const (
 	eventTimeout = 30 * time.Second
 )
 
+// buildBridge builds the bridge into dir and returns its path, or returns
+// BOXWIRE_E2E_BRIDGE, a bridge built elsewhere (another commit's, to
+// compare it with this one under the same suite), as it is.
+func buildBridge(dir string) (string, error) {
+	if bin := os.Getenv("BOXWIRE_E2E_BRIDGE"); bin != "" {
+		return bin, nil
+	}
+	bin := filepath.Join(dir, "bridge")
+	args := []string{"build", "-o", bin}
+	if !benchEnabled { // benchmarks measure the binary users run
+		args = append(args, "-race")
+	}
+	if benchProfileDir != "" { // bench_profile_test.go: a pprof socket (bridge/pprof.go)
+		args = append(args, "-tags", "boxwire_pprof")
+	}
+	build := exec.Command("go", append(args, "github.com/boxwire/boxwire/bridge")...)
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	return bin, build.Run()
+}
+
 func TestMain(m *testing.M) {
 	if !enabled {
 		fmt.Println("e2e: skipped (set BOXWIRE_E2E=1, or run make e2e)")
@@ -51,17 +71,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	bridgeBin = filepath.Join(dir, "bridge")
-	args := []string{"build", "-o", bridgeBin}
-	if !benchEnabled { // benchmarks measure the binary users run
-		args = append(args, "-race")
-	}
-	if benchProfileDir != "" { // bench_profile_test.go: a pprof socket (bridge/pprof.go)
-		args = append(args, "-tags", "boxwire_pprof")
-	}
-	build := exec.Command("go", append(args, "github.com/boxwire/boxwire/bridge")...)
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
+	if bridgeBin, err = buildBridge(dir); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: build bridge:", err)
 		os.Exit(1)
 	}
