@@ -61,10 +61,11 @@ func (r *resources) greet(ctx context.Context, g *greet.Greeter, threadID string
 	return conn, build, nil
 }
 
-// dial greets the agent of r's running sandbox once and claims it
-// (greet.Greeter.Dial), and records the build it names.
-func (r *resources) dial(ctx context.Context, g *greet.Greeter, threadID string) (*websocket.Conn, error) {
-	conn, build, err := g.Dial(ctx, r.target(), threadID, true)
+// claim greets the agent of r's running sandbox, greeted before (a pooled
+// one), once and claims it in one round trip (greet.Greeter.Claim), and
+// records the build it names.
+func (r *resources) claim(ctx context.Context, g *greet.Greeter, threadID string) (*websocket.Conn, error) {
+	conn, build, err := g.Claim(ctx, r.target(), threadID, r.build())
 	if err != nil {
 		return nil, err
 	}

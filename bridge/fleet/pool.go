@@ -231,8 +231,9 @@ func (f *Fleet) takePooled(key warm.Key, threadID string, idleTTL time.Duration)
 
 // bindPooled binds a taken pooled sandbox to threadID: it serves the LLM
 // and egress proxies in the sandbox's own socket folder, greets the agent
-// with the thread's id and sends the claim with the LLM token. It returns
-// the greeted connection.
+// with the thread's id and sends the claim with the LLM token right
+// behind the hello (greet.Greeter.Claim: the pool's greeting checked this
+// agent's posture). It returns the greeted connection.
 func (f *Fleet) bindPooled(ctx context.Context, b *Box, threadID string) (conn *websocket.Conn, err error) {
 	log := f.log.With("thread", threadID)
 	if b.res.proxy, err = f.px.ServeLLM(b.res.dirs, log); err != nil {
@@ -243,5 +244,5 @@ func (f *Fleet) bindPooled(ctx context.Context, b *Box, threadID string) (conn *
 	}
 	ctx, cancel := context.WithTimeout(ctx, greet.HelloTimeout)
 	defer cancel()
-	return b.res.dial(ctx, f.greeter, threadID)
+	return b.res.claim(ctx, f.greeter, threadID)
 }

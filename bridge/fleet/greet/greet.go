@@ -174,7 +174,70 @@ var agentWriteBuffers = &sync.Pool{}
 // sandbox's environment, where its commands could read it
 // (/proc/1/environ). It returns the build the agent named.
 func (g *Greeter) Dial(ctx context.Context, t Target, id string, claim bool) (*websocket.Conn, AgentBuild, error) {
-	dirs, pol := t.Dirs, g.cfg.Posture.ForRuntime(t.Runtime)
+	conn, err := g.open(ctx, t, id)
+	if err != nil {
+		return nil, AgentBuild{}, err
+	}
+	build, err := g.answer(conn, t, id)
+	if err == nil && claim {
+		err = g.claim(conn, t.Dirs.ID(), id)
+	}
+	if err != nil {
+		conn.Close()
+		return nil, AgentBuild{}, err
+	}
+	return conn, build, nil
+}
+
+// Claim greets for thread id and claims the agent of a sandbox that was
+// greeted before (a pooled one) and named greeted in its hello, in one
+// round trip instead of two: the claim follows the hello at once, not
+// after its answer, because the posture the token is handed to was
+// checked in that earlier hello. The answer must come from the same agent
+// process (greeted.Instance) and still pass the posture check; an agent
+// that started again since is refused (errAgentAnswer), and the token it
+// was sent is of a sandbox the caller then removes. Without an earlier
+// instance to compare, Claim is Dial.
+func (g *Greeter) Claim(ctx context.Context, t Target, id string, greeted AgentBuild) (*websocket.Conn, AgentBuild, error) {
+	if greeted.Instance == "" {
+		return g.Dial(ctx, t, id, true)
+	}
+	conn, err := g.open(ctx, t, id)
+	if err != nil {
+		return nil, AgentBuild{}, err
+	}
+	build, err := g.pipelinedClaim(conn, t, id, greeted.Instance)
+	if err != nil {
+		conn.Close()
+		return nil, AgentBuild{}, err
+	}
+	return conn, build, nil
+}
+
+// pipelinedClaim sends the claim right behind the hello open sent, then
+// reads and checks the hello answer (the same instance, the posture) and
+// the claimed.
+func (g *Greeter) pipelinedClaim(conn *websocket.Conn, t Target, id, instance string) (AgentBuild, error) {
+	if err := g.sendClaim(conn, t.Dirs.ID(), id); err != nil {
+		return AgentBuild{}, fmt.Errorf("%w: %w", errAgentAnswer, err)
+	}
+	build, err := g.answer(conn, t, id)
+	if err != nil {
+		return AgentBuild{}, err
+	}
+	if build.Instance != instance {
+		return AgentBuild{}, fmt.Errorf("%w: the agent started again since it was greeted (instance %q, was %q)", errAgentAnswer, build.Instance, instance)
+	}
+	if err := g.awaitClaimed(conn); err != nil {
+		return AgentBuild{}, fmt.Errorf("%w: %w", errAgentAnswer, err)
+	}
+	return build, nil
+}
+
+// open dials the agent's socket in t's folder (without trusting the name,
+// boxdir.Dirs.DialAgent) and sends its hello for thread id.
+func (g *Greeter) open(ctx context.Context, t Target, id string) (*websocket.Conn, error) {
+	dirs := t.Dirs
 	d := websocket.Dialer{
 		NetDialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return dirs.DialAgent(ctx, AgentSocket)
@@ -184,7 +247,7 @@ func (g *Greeter) Dial(ctx context.Context, t Target, id string, claim bool) (*w
 	}
 	conn, _, err := d.DialContext(ctx, "ws://agent"+wire.Path, nil)
 	if err != nil {
-		return nil, AgentBuild{}, fmt.Errorf("dial agent: %w", err)
+		return nil, fmt.Errorf("dial agent: %w", err)
 	}
 	hello := wire.MustNew(wire.TypeHello, id, "", wire.Hello{
 		Version: wire.Version, Role: wire.RoleBridge, Software: g.cfg.Software, Thread: id,
@@ -192,39 +255,54 @@ func (g *Greeter) Dial(ctx context.Context, t Target, id string, claim bool) (*w
 	})
 	if err := writeEnvelope(conn, hello); err != nil {
 		conn.Close()
-		return nil, AgentBuild{}, fmt.Errorf("send hello to agent: %w", err)
+		return nil, fmt.Errorf("send hello to agent: %w", err)
 	}
+	return conn, nil
+}
+
+// answer reads the agent's answer to the hello and checks its posture
+// under t's runtime.
+func (g *Greeter) answer(conn *websocket.Conn, t Target, id string) (AgentBuild, error) {
 	answer, _, err := peerhello.Read(conn, HelloTimeout)
 	if err != nil {
-		conn.Close()
 		var werr wire.Error
 		if errors.As(err, &werr) {
-			return nil, AgentBuild{}, fmt.Errorf("%w: %w", errAgentAnswer, err)
+			return AgentBuild{}, fmt.Errorf("%w: %w", errAgentAnswer, err)
 		}
-		return nil, AgentBuild{}, fmt.Errorf("agent hello: %w", err)
+		return AgentBuild{}, fmt.Errorf("agent hello: %w", err)
 	}
-	if err := pol.Check(answer.Posture); err != nil {
-		conn.Close()
+	if err := g.cfg.Posture.ForRuntime(t.Runtime).Check(answer.Posture); err != nil {
 		g.log.Warn("sandbox posture refused", "thread", id, "posture", answer.Posture, "err", err)
-		return nil, AgentBuild{}, fmt.Errorf("%w: %w", errAgentAnswer, err)
+		return AgentBuild{}, fmt.Errorf("%w: %w", errAgentAnswer, err)
 	}
-	if claim {
-		if err := g.claim(conn, dirs.ID(), id); err != nil {
-			conn.Close()
-			return nil, AgentBuild{}, fmt.Errorf("%w: %w", errAgentAnswer, err)
-		}
-	}
-	return conn, buildOf(answer), nil
+	return buildOf(answer), nil
 }
 
 // claim sends the agent of the sandbox boxID its claim (its LLM proxy
 // token) and waits (at most HelloTimeout) for claimed, before anything
-// else uses conn.
+// else uses conn. Its failures are errAgentAnswer.
 func (g *Greeter) claim(conn *websocket.Conn, boxID, threadID string) error {
+	err := g.sendClaim(conn, boxID, threadID)
+	if err == nil {
+		err = g.awaitClaimed(conn)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %w", errAgentAnswer, err)
+	}
+	return nil
+}
+
+// sendClaim sends the agent of the sandbox boxID its claim.
+func (g *Greeter) sendClaim(conn *websocket.Conn, boxID, threadID string) error {
 	claim := wire.MustNew(wire.TypeClaim, threadID, "claim", wire.Claim{LLMToken: g.cfg.Token(boxID)})
 	if err := writeEnvelope(conn, claim); err != nil {
 		return fmt.Errorf("send claim: %w", err)
 	}
+	return nil
+}
+
+// awaitClaimed reads (at most HelloTimeout) until the agent's claimed.
+func (g *Greeter) awaitClaimed(conn *websocket.Conn) error {
 	if err := conn.SetReadDeadline(time.Now().Add(HelloTimeout)); err != nil {
 		return err
 	}
