@@ -90,13 +90,12 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
+	// Which binary serves, in every hello (selfhash.go): hashed beside the
+	// rest of the start and the first dial, not before listening.
+	hash := startSelfHash(log)
 	makeHome(getenv("HOME"), o.workspace, log)
 	pos := posture.Read()
 	log.Info("posture", "posture", pos)
-	hash, err := selfHash() // selfhash.go: which binary serves, in every hello
-	if err != nil {
-		log.Warn("agent binary hash", "err", err)
-	}
 	toolCfg := o.tools // the limits; the rest is filled in here
 	toolCfg.Workspace, toolCfg.Logger, toolCfg.Env = o.workspace, log, egressEnv
 	toolSet := tools.New(toolCfg)
@@ -125,7 +124,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	log.Info("agent listening", "addr", o.listen, "version", version, "hash", hash, "workspace", o.workspace, "llm", llm, "llm_socket", o.llmSocket,
+	log.Info("agent listening", "addr", o.listen, "version", version, "workspace", o.workspace, "llm", llm, "llm_socket", o.llmSocket,
 		"max_steps", o.loop.MaxSteps, "context_budget", o.loop.Budget, "output_limit", o.tools.OutputLimit)
 	err = srv.Run(ctx, ln)
 	log.Info("agent stopped", "err", err)

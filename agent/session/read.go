@@ -68,6 +68,10 @@ func (c *conn) handshake() bool {
 	c.thread = c.s.thread(name)
 	c.log = c.log.With("thread", name)
 	c.startForward() // forward.go
+	var hash string
+	if c.s.cfg.AgentHash != nil {
+		hash = c.s.cfg.AgentHash()
+	}
 	c.thread.attach(c, wire.MustNew(wire.TypeHello, name, env.ID, wire.Hello{
 		Version:   wire.Version,
 		Role:      wire.RoleAgent,
@@ -75,7 +79,7 @@ func (c *conn) handshake() bool {
 		Thread:    name,
 		Posture:   c.s.cfg.Posture,
 		Instance:  c.s.instance,
-		AgentHash: c.s.cfg.AgentHash,
+		AgentHash: hash,
 	}))
 	c.log.Debug("connection attached", "role", h.Role, "software", h.Software)
 	c.s.watchPorts() // forward.go

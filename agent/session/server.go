@@ -41,9 +41,12 @@ type Config struct {
 	Token string
 	// Software names this build in the hello answer, e.g. "boxwire-agent/0.1.0".
 	Software string
-	// AgentHash, when set, is reported in every hello answer: the SHA-256
-	// of the agent's binary, "sha256:<hex>" (wire.Hello.AgentHash).
-	AgentHash string
+	// AgentHash, when set, gives what every hello answer reports: the
+	// SHA-256 of the agent's binary, "sha256:<hex>" (wire.Hello.AgentHash;
+	// "" for none). It may block until the hash is known (the agent hashes
+	// its binary while it starts and listens, not before); it is called
+	// outside the session's locks, once per hello.
+	AgentHash func() string
 	// Files, when set, serves wire.FilesPath (file transfers, agent/files)
 	// behind the same token check as the WebSocket.
 	Files http.Handler
