@@ -64,6 +64,10 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return fmt.Errorf("listening on TCP %s needs a token: set --token or BOXWIRE_TOKEN", o.listen)
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	// Which binary serves, in every hello (selfhash.go): hashed beside the
+	// rest of the start (the thread reserve, the posture, the listen) and
+	// the bridge's first dial, not before them.
+	hash := startSelfHash(log)
 	threads.Reserve(threadReserve) // before a command can use up the pids limit
 	if n, err := threads.Count(); err == nil {
 		log.Info("threads reserved", "threads", n)
@@ -90,9 +94,6 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	// Which binary serves, in every hello (selfhash.go): hashed beside the
-	// rest of the start and the first dial, not before listening.
-	hash := startSelfHash(log)
 	makeHome(getenv("HOME"), o.workspace, log)
 	pos := posture.Read()
 	log.Info("posture", "posture", pos)
