@@ -68,10 +68,17 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// rest of the start (the thread reserve, the posture, the listen) and
 	// the bridge's first dial, not before them.
 	hash := startSelfHash(log)
-	threads.Reserve(threadReserve) // before a command can use up the pids limit
-	if n, err := threads.Count(); err == nil {
-		log.Info("threads reserved", "threads", n)
-	}
+	// The thread reserve, before a command can use up the pids limit: made
+	// beside the rest of the start too, and the first hello, so the first
+	// request, waits for it (session.Config.Started).
+	reserved := make(chan struct{})
+	go func() {
+		defer close(reserved)
+		threads.Reserve(threadReserve)
+		if n, err := threads.Count(); err == nil {
+			log.Info("threads reserved", "threads", n)
+		}
+	}()
 
 	apiKey, err := secret(getenv, "OPENAI_API_KEY")
 	if err != nil {
@@ -112,6 +119,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Token:     o.token,
 		Software:  software,
 		AgentHash: hash,
+		Started:   reserved,
 		Logger:    log,
 		Posture:   &pos,
 		Claim:     tok.set,

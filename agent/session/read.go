@@ -67,6 +67,13 @@ func (c *conn) handshake() bool {
 	c.hostTools = h.Role == wire.RoleBridge && h.HostTools // hosttools.go
 	c.thread = c.s.thread(name)
 	c.log = c.log.With("thread", name)
+	if started := c.s.cfg.Started; started != nil {
+		select {
+		case <-started:
+		case <-c.s.hard.Done():
+			return false
+		}
+	}
 	c.startForward() // forward.go
 	var hash string
 	if c.s.cfg.AgentHash != nil {

@@ -47,6 +47,10 @@ type Config struct {
 	// its binary while it starts and listens, not before); it is called
 	// outside the session's locks, once per hello.
 	AgentHash func() string
+	// Started, when set, is closed once the agent's start is complete (its
+	// thread reserve made, agent/threads): every hello is answered, and so
+	// every request served, only after it. Nil: at once.
+	Started <-chan struct{}
 	// Files, when set, serves wire.FilesPath (file transfers, agent/files)
 	// behind the same token check as the WebSocket.
 	Files http.Handler
