@@ -11,7 +11,8 @@
 //     resume after the thread's agent cursor; the agent answers resumed and
 //     replays what followed. Agent events before resumed and at or below the
 //     cursor are dropped, a gap is published as events_lost, and the cursor
-//     is stored behind the events (resume.go).
+//     is stored in the same transaction as the events it covers
+//     ([Thread.PublishCovered], resume.go).
 //   - Requests in flight: the requests that start work (user_message,
 //     run_tool) are kept from the moment they are written until the agent
 //     answers them, in memory and in the store, and sent again after a

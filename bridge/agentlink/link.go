@@ -39,6 +39,12 @@ type Thread interface {
 	// Publish runs env through the thread's event path from redaction on:
 	// it is numbered, stored and fanned out. It must not block on clients.
 	Publish(env wire.Envelope)
+	// PublishCovered is Publish of an agent's event with the thread's agent
+	// cursor after it (c, its Held filled in by the thread): the store
+	// commits the cursor in the same transaction as the last event env
+	// logs, so a bridge killed at any point restarts with a cursor that
+	// matches its log.
+	PublishCovered(env wire.Envelope, c store.Cursor)
 	// Deliver takes an agent message that is not an event: a reply (for
 	// the client connID names when routed), a terminal message or a
 	// tool_check. env.ID is the client's own id again.

@@ -10,8 +10,9 @@ import (
 // Agent resume (docs/resume.md): the agent numbers its own events and
 // keeps its newest ones in a backlog; the thread remembers which agent
 // process (instance) it hears and the newest agent seq it has published,
-// and stores that cursor behind the events in the same store queue, so
-// the stored cursor is never ahead of the stored events. Every agent link
+// and stores that cursor in the same store transaction as the events it
+// covers, so the stored cursor is neither ahead of the stored events nor
+// behind them (a replay would log again what it is behind). Every agent link
 // (new thread, reconnect, replacement, adoption after a restart) first
 // sends resume with the cursor; the agent answers resumed and replays what
 // followed. Agent events that arrive before resumed are dropped (the
@@ -104,7 +105,8 @@ func (l *Link) resumeAnswer(env wire.Envelope) bool {
 // agentEvent is stage 1 of the thread's event path (resume and dedupe):
 // it publishes one numbered event from the agent: a duplicate
 // (at or below the cursor) is dropped, a gap is published as events_lost
-// first, and the cursor moves on behind the event in the store's queue.
+// first, and the cursor moves on with the event, in the same store
+// transaction (PublishCovered).
 // After the last event of a link's replay it sends again the requests the
 // agent has not answered (inflight.go).
 func (l *Link) agentEvent(env wire.Envelope) {
@@ -142,9 +144,8 @@ func (l *Link) agentEvent(env wire.Envelope) {
 	if env.Type == wire.TypeEventsLost {
 		l.log.Warn("agent reports events lost", "data", string(env.Data))
 	}
-	l.cfg.Thread.Publish(env)
+	l.cfg.Thread.PublishCovered(env, store.Cursor{Instance: cur.instance, Seq: seq})
 	l.mu.Lock()
 	l.cursor.seen = seq
 	l.mu.Unlock()
-	l.cfg.Store.SaveCursor(l.id, store.Cursor{Instance: cur.instance, Seq: seq, Held: l.cfg.Thread.HeldSnapshot()})
 }

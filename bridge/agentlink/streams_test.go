@@ -36,7 +36,8 @@ type fakeThread struct {
 	delivered []wire.Envelope
 }
 
-func (f *fakeThread) Publish(wire.Envelope) {}
+func (f *fakeThread) Publish(wire.Envelope)                      {}
+func (f *fakeThread) PublishCovered(wire.Envelope, store.Cursor) {}
 func (f *fakeThread) Deliver(env wire.Envelope, _ string, _ bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

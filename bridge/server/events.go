@@ -43,7 +43,7 @@ const DefaultMaxStoredOutput = threadlog.DefaultMaxStoredOutput
 // once the store has committed it, it is fanned out. It does not block
 // (unless the store's queue is full). It returns the numbered event.
 func (t *thread) publish(env wire.Envelope) wire.Envelope {
-	return t.append(env, nil)
+	return t.append(env, nil, nil)
 }
 
 // logEvent numbers env and keeps it in the log without sending it to
@@ -51,54 +51,85 @@ func (t *thread) publish(env wire.Envelope) wire.Envelope {
 // as the clients' final message.
 func (t *thread) logEvent(env wire.Envelope) wire.Envelope {
 	done := make(chan wire.Envelope, 1)
-	t.append(env, done)
+	t.append(env, done, nil)
 	return <-done
 }
 
-// append is publish; done, when set, receives the event once committed.
-func (t *thread) append(env wire.Envelope, done chan<- wire.Envelope) wire.Envelope {
-	before, env, keep := t.gate.Stream(env) // stage 2 (bridge/approval)
-	for _, b := range before {
-		t.logAppend(b, nil)
-	}
-	if !keep && done == nil {
-		return env // a tool_output chunk kept back whole for now
-	}
-	return t.logAppend(env, done)
+// PublishCovered is publish of an agent's event with the agent cursor
+// that covers it (agentlink.Thread): the cursor, with the output the
+// gate keeps back after env, is committed in the same transaction as the
+// events env logs (or alone when it logs none).
+func (t *thread) PublishCovered(env wire.Envelope, c store.Cursor) {
+	t.append(env, nil, &c)
 }
 
-// logAppend is stage 3: it numbers and stores one redacted event, and
-// fans it out (stage 4) once committed.
-func (t *thread) logAppend(env wire.Envelope, done chan<- wire.Envelope) wire.Envelope {
+// append is publish; done, when set, receives the event once committed;
+// cursor, when set, is stored with the events env logs (PublishCovered).
+func (t *thread) append(env wire.Envelope, done chan<- wire.Envelope, cursor *store.Cursor) wire.Envelope {
+	before, out, keep := t.gate.Stream(env) // stage 2 (bridge/approval)
+	if cursor != nil {
+		cursor.Held = t.gate.HeldSnapshot()
+	}
+	keep = keep || done != nil
+	evs := before
+	if keep {
+		evs = append(evs, out)
+	}
+	if logged := t.logAppend(evs, done, cursor); keep {
+		return logged
+	}
+	return out // a tool_output chunk kept back whole for now
+}
+
+// logAppend is stage 3: it numbers the redacted events evs and stores
+// them, with cursor when set, in one store transaction, and fans them out
+// (stage 4) once committed; done, when set, then receives the last one.
+// It returns the last one, numbered.
+func (t *thread) logAppend(evs []wire.Envelope, done chan<- wire.Envelope, cursor *store.Cursor) wire.Envelope {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.link.Track(env) { // bridge/agentlink: the bridge ended this work already
-		t.log.Info("dropped the old agent's answer for work the bridge ended", "type", env.Type)
-		if done != nil {
-			done <- env
+	var last wire.Envelope
+	lastKept := false
+	numbered := make([]wire.Envelope, 0, len(evs))
+	stored := make([]wire.Envelope, 0, len(evs))
+	for _, env := range evs {
+		if t.link.Track(env) { // bridge/agentlink: the bridge ended this work already
+			t.log.Info("dropped the old agent's answer for work the bridge ended", "type", env.Type)
+			last, lastKept = env, false
+			continue
 		}
-		return env
+		env = t.events.Number(env)
+		stored = append(stored, t.events.ForStore(env))
+		t.events.Forget(env)
+		numbered = append(numbered, env)
+		last, lastKept = env, true
 	}
-	env = t.events.Number(env)
-	stored := t.events.ForStore(env)
-	t.events.Forget(env)
-	t.store.Append(t.id, stored, func(err error) {
+	if !lastKept && done != nil {
+		done <- last
+		done = nil
+	}
+	if len(stored) == 0 && cursor == nil {
+		return last
+	}
+	t.store.AppendGroup(t.id, stored, cursor, func(err error) {
 		switch {
 		case errors.Is(err, store.ErrDeleted): // the thread is being removed
-		case errors.Is(err, store.ErrLeaseLost): // another bridge relays it now: no client gets it (failover.go)
+		case errors.Is(err, store.ErrLeaseLost): // another bridge relays it now: no client gets them (failover.go)
 			if done != nil {
-				done <- env
+				done <- last
 			}
 			return
 		case err != nil:
-			t.log.Error("event not stored; it is kept in memory only", "seq", env.Seq, "err", err)
+			t.log.Error("events not stored; they are kept in memory only", "seqs", len(numbered), "last_seq", last.Seq, "err", err)
 		}
-		t.fanOut(env)
+		for _, env := range numbered {
+			t.fanOut(env)
+		}
 		if done != nil {
-			done <- env
+			done <- last
 		}
 	})
-	return env
+	return last
 }
 
 // fanOut is stage 4: a committed event enters the tail, and every

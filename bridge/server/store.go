@@ -4,6 +4,7 @@ import (
 	"github.com/boxwire/boxwire/bridge/agentlink"
 	"github.com/boxwire/boxwire/bridge/fleet"
 	"github.com/boxwire/boxwire/bridge/recordstore"
+	"github.com/boxwire/boxwire/bridge/store"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -29,9 +30,11 @@ func NewMemStore() ThreadStore { return recordstore.NewMem() }
 // agent cursor, requests in flight), and appending to a thread's log.
 type eventStore interface {
 	agentlink.Store
-	// Append queues env for the thread's log without blocking (unless the
-	// queue is full) and calls done once it is committed or failed.
-	Append(thread string, env wire.Envelope, done func(error))
+	// AppendGroup queues events for the thread's log, and the thread's
+	// agent cursor that covers them (when not nil), to be committed in one
+	// transaction, without blocking (unless the queue is full); done is
+	// called once they are committed or failed.
+	AppendGroup(thread string, evs []wire.Envelope, c *store.Cursor, done func(error))
 	// LastSeq is the seq of the thread's newest stored event.
 	LastSeq(thread string) (uint64, error)
 }

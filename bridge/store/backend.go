@@ -36,8 +36,9 @@ import (
 // of requests in flight behind the events queued before them: each is
 // committed with those events or after them, never before, and the newest
 // one queued per thread wins. They never fail; after Close or for a
-// deleted thread they do nothing. Flush waits until everything queued
-// before it is committed.
+// deleted thread they do nothing. AppendGroup queues an agent's events
+// with the cursor that covers them, committed in the same transaction.
+// Flush waits until everything queued before it is committed.
 //
 // Reads (Thread, Threads, Events, LastSeq, Cursor, Inflight) see what is
 // committed. A missing thread, cursor or list is not an error: Thread and
@@ -85,6 +86,14 @@ type Backend interface {
 	// Append queues env, which carries its seq, for the thread's log;
 	// done, when not nil, gets nil once it is committed.
 	Append(thread string, env wire.Envelope, done func(error))
+	// AppendGroup queues evs (each carrying its seq) and, when c is not
+	// nil, the thread's agent cursor after them, all to be committed in
+	// one transaction; done, when not nil, gets the outcome once. An
+	// agent's event and the cursor that covers it go together, so a
+	// stored cursor is never behind the stored events it covers either (a
+	// bridge killed between the two would log the agent's replay of them
+	// twice).
+	AppendGroup(thread string, evs []wire.Envelope, c *Cursor, done func(error))
 	// AppendNext queues env for the thread's log at the seq after the
 	// newest stored one (env.Seq is ignored); done, when not nil, gets
 	// that seq once it is committed.

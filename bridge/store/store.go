@@ -214,6 +214,13 @@ func (s *Store) Append(thread string, env wire.Envelope, done func(error)) {
 	s.w.Append(thread, env, done)
 }
 
+// AppendGroup queues evs (each carrying its seq) and, when c is not nil,
+// the thread's agent cursor after them, all committed in one transaction;
+// done, when not nil, gets the outcome once (store.Backend).
+func (s *Store) AppendGroup(thread string, evs []wire.Envelope, c *Cursor, done func(error)) {
+	s.w.AppendGroup(thread, evs, c, done)
+}
+
 // AppendNext is Append with the seq chosen by the store: one past the
 // newest seq in the thread's bucket, in the transaction that writes env
 // (the single writer's), so racing callers get consecutive seqs. done,

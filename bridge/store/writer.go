@@ -113,6 +113,30 @@ func (w *Writer) AppendNext(thread string, env wire.Envelope, done func(seq uint
 	}
 }
 
+// AppendGroup is Backend.AppendGroup: the items are queued at once, so
+// the batch that commits one commits them all. done goes with the last
+// item.
+func (w *Writer) AppendGroup(thread string, evs []wire.Envelope, c *Cursor, done func(error)) {
+	items := make([]Item, 0, len(evs)+1)
+	for _, env := range evs {
+		items = append(items, Item{Thread: thread, Env: env})
+	}
+	if c != nil {
+		cur := *c
+		items = append(items, Item{Thread: thread, Cursor: &cur})
+	}
+	if len(items) == 0 {
+		if done != nil {
+			done(nil)
+		}
+		return
+	}
+	items[len(items)-1].done = done
+	if err := w.enqueue(items...); err != nil && done != nil {
+		done(fmt.Errorf("append to %s: %w", thread, err))
+	}
+}
+
 // SaveCursor is Backend.SaveCursor.
 func (w *Writer) SaveCursor(thread string, c Cursor) {
 	_ = w.enqueue(Item{Thread: thread, Cursor: &c}) // dropped after Close or deletion
@@ -124,10 +148,11 @@ func (w *Writer) SaveInflight(thread string, reqs []wire.Envelope) {
 	_ = w.enqueue(Item{Thread: thread, Inflight: &list}) // dropped after Close or deletion
 }
 
-// enqueue queues it behind everything queued before it, blocking while
-// the queue is full. After Stop it refuses it with errClosed, for a
-// deleted thread with ErrDeleted.
-func (w *Writer) enqueue(it Item) error {
+// enqueue queues items, in order, behind everything queued before them,
+// blocking while the queue is full; they are queued at once, so one batch
+// takes them all. After Stop it refuses them with errClosed, for a
+// deleted thread with ErrDeleted. Every item names the same thread.
+func (w *Writer) enqueue(items ...Item) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for !w.closed && len(w.queue) >= w.cfg.Queue {
@@ -136,13 +161,16 @@ func (w *Writer) enqueue(it Item) error {
 	switch {
 	case w.closed:
 		return errClosed
-	case w.gone.hasLocked(it.Thread):
+	case w.gone.hasLocked(items[0].Thread):
 		return ErrDeleted
 	}
-	if it.IsEvent() {
-		it.queued = time.Now()
+	now := time.Now()
+	for _, it := range items {
+		if it.IsEvent() {
+			it.queued = now
+		}
+		w.queue = append(w.queue, it)
 	}
-	w.queue = append(w.queue, it)
 	w.cond.Broadcast()
 	return nil
 }

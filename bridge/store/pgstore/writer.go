@@ -33,6 +33,13 @@ func (s *Store) Append(thread string, env wire.Envelope, done func(error)) {
 	s.w.Append(thread, env, done)
 }
 
+// AppendGroup queues evs (each carrying its seq) and, when c is not nil,
+// the thread's agent cursor after them, all committed in one transaction;
+// done, when not nil, gets the outcome once (store.Backend).
+func (s *Store) AppendGroup(thread string, evs []wire.Envelope, c *store.Cursor, done func(error)) {
+	s.w.AppendGroup(thread, evs, c, done)
+}
+
 // AppendNext is Append with the seq chosen in the committing transaction
 // while the thread's row is locked: one past the newest committed seq, so
 // writers in any number of bridges get consecutive seqs. done, when not

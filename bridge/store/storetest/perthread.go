@@ -96,6 +96,48 @@ func testAgentCursor(t *testing.T, cfg Config) {
 	s.SaveCursor("t1", want) // after Close: nothing, no panic
 }
 
+// An agent's events and the cursor that covers them, queued as one
+// group, are all there once done is called, and survive a reopen; a
+// group with no events stores just the cursor.
+func testAppendGroup(t *testing.T, cfg Config) {
+	o := cfg.New(t)
+	s := open(t, o, store.Options{})
+	if err := s.PutThread(store.Thread{ID: "t1"}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	want := store.Cursor{Instance: "a3f0", Seq: 12, Held: json.RawMessage(`[{"call_id":"c1","text":"tok"}]`)}
+	s.AppendGroup("t1", []wire.Envelope{ev(1, "tail"), ev(2, "result")}, &want, func(err error) { done <- err })
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// done came from the writer after the commit: no Flush needed.
+	if got, ok, err := s.Cursor("t1"); !ok || err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("Cursor = %+v, %v, %v; want %+v", got, ok, err, want)
+	}
+	if last, err := s.LastSeq("t1"); err != nil || last != 2 {
+		t.Fatalf("LastSeq = %d, %v; want 2", last, err)
+	}
+	alone := store.Cursor{Instance: "a3f0", Seq: 13}
+	s.AppendGroup("t1", nil, &alone, nil) // a chunk kept back whole
+	s.Flush()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, o, store.Options{})
+	if got, ok, err := s.Cursor("t1"); !ok || err != nil || !reflect.DeepEqual(got, alone) {
+		t.Fatalf("after reopen Cursor = %+v, %v, %v; want %+v", got, ok, err, alone)
+	}
+	if evs, err := s.Events("t1", 0, 0); err != nil || len(evs) != 2 {
+		t.Fatalf("after reopen Events = %d, %v; want 2", len(evs), err)
+	}
+	s.Close()
+	s.AppendGroup("t1", []wire.Envelope{ev(3, "late")}, &alone, func(err error) { done <- err })
+	if err := <-done; err == nil {
+		t.Error("a group after Close was accepted")
+	}
+}
+
 func req(id, text string) wire.Envelope {
 	return wire.MustNew(wire.TypeUserMessage, "t1", id, wire.UserMessage{Text: text})
 }

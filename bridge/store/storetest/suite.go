@@ -43,6 +43,7 @@ func Run(t *testing.T, cfg Config) {
 		{"Prune", testPrune},
 		{"PruneKeepsLeased", testPruneKeepsLeased},
 		{"AgentCursor", testAgentCursor},
+		{"AppendGroup", testAppendGroup},
 		{"Inflight", testInflight},
 		{"WritesAfterDeleteDropped", testWritesAfterDeleteDropped},
 		{"Users", testUsers},
