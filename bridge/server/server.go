@@ -133,7 +133,8 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.Join(fmt.Errorf("server: %w", err), db.Close())
 	}
 	s.ops = threadops.New(threadops.Config{Threads: liveThreads{s}, Fleet: s.fleet, Records: cfg.Store, Events: db,
-		Manager: cfg.Manager, Owners: s.users, ThreadTTL: cfg.ThreadTTL, Log: s.log, Server: ctx})
+		Manager: cfg.Manager, Owners: s.users, ThreadTTL: cfg.ThreadTTL, Log: s.log, Server: ctx,
+		Elsewhere: s.relayedElsewhere}) // forwardhttp.go
 	s.roll = rollout.API{Images: s.fleet.Images(), Log: s.log, Image: cfg.Image, Reload: cfg.ReloadImages}
 	s.pruner.Add(2)
 	go func() { defer s.pruner.Done(); retention.Run(ctx, retentionOf(s)) }() // bridge/retention, retention.go

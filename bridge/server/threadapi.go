@@ -77,9 +77,11 @@ func (s *Server) threadRoutes(mux *http.ServeMux) {
 	u, api := s.users, threadapi.API{Threads: threadsAPI{s.ops, s}, Log: s.log}
 	mux.Handle("POST /v1/threads", u.Auth(http.HandlerFunc(api.Create)))
 	mux.Handle("GET /v1/threads", u.Auth(http.HandlerFunc(api.List)))
-	mux.Handle("GET /v1/threads/{id}", u.Auth(u.Owned(http.HandlerFunc(api.Get))))
-	mux.Handle("DELETE /v1/threads/{id}", u.Auth(u.Owned(http.HandlerFunc(api.Delete))))
-	mux.Handle("PATCH /v1/threads/{id}", u.Auth(u.Owned(u.Audited("thread.update", http.HandlerFunc(api.Patch)))))
+	// A thread another bridge relays is described, changed and deleted
+	// there (relayedHTTP, forwardhttp.go).
+	mux.Handle("GET /v1/threads/{id}", u.Auth(u.Owned(s.relayedHTTP(http.HandlerFunc(api.Get)))))
+	mux.Handle("DELETE /v1/threads/{id}", u.Auth(u.Owned(s.relayedHTTP(http.HandlerFunc(api.Delete)))))
+	mux.Handle("PATCH /v1/threads/{id}", u.Auth(u.Owned(s.relayedHTTP(u.Audited("thread.update", http.HandlerFunc(api.Patch))))))
 	mux.Handle("GET /v1/threads/{id}/events", u.Auth(u.Owned(u.Audited("thread.export", http.HandlerFunc(api.Export)))))
 	mux.Handle(wire.ThreadFilesPath, u.Auth(u.Owned(u.Audited("", http.HandlerFunc(s.serveFiles))))) // files.go
 }

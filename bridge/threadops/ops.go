@@ -74,6 +74,10 @@ type Config struct {
 	// ThreadTTL is how long after its suspension a suspended thread is
 	// removed (its Expires).
 	ThreadTTL time.Duration
+	// Elsewhere, when set, returns the threads other bridges on a shared
+	// store relay, each with the bridge's id; List describes them from
+	// their records (Relay set).
+	Elsewhere func(ctx context.Context) map[string]string
 	Log       *slog.Logger
 	// Server ends when the server closes: it also ends SetEgress and
 	// MoveImage.
@@ -114,7 +118,7 @@ func (o *Ops) List(ctx context.Context, owner string) []wire.ThreadInfo {
 	for _, t := range o.cfg.Threads.Live() {
 		list = append(list, o.Info(ctx, t))
 	}
-	list = append(list, o.suspendedInfos(ctx)...)
+	list = append(list, o.storedInfos(ctx)...)
 	list = o.cfg.Owners.Filter(ctx, list, owner) // bridge/users
 	sort.Slice(list, func(i, j int) bool { return list[i].Created.Before(list[j].Created) })
 	return list
@@ -180,16 +184,30 @@ func (o *Ops) suspendedInfo(rec fleet.ThreadRecord) wire.ThreadInfo {
 	}
 }
 
-// suspendedInfos describes every suspended thread.
-func (o *Ops) suspendedInfos(ctx context.Context) []wire.ThreadInfo {
+// storedInfos describes, from their records, every suspended thread and
+// every thread another bridge relays (Config.Elsewhere).
+func (o *Ops) storedInfos(ctx context.Context) []wire.ThreadInfo {
 	recs, err := o.cfg.Records.List(ctx)
 	if err != nil {
 		o.cfg.Log.Error("list stored threads", "err", err)
 	}
+	var relays map[string]string
+	if o.cfg.Elsewhere != nil {
+		relays = o.cfg.Elsewhere(ctx)
+	}
 	var out []wire.ThreadInfo
 	for _, r := range recs {
-		if _, live := o.cfg.Threads.Lookup(r.ID); r.Suspended != nil && !live {
+		if _, live := o.cfg.Threads.Lookup(r.ID); live {
+			continue
+		}
+		switch relay := relays[r.ID]; {
+		case r.Suspended != nil:
 			out = append(out, o.suspendedInfo(r))
+		case relay != "":
+			out = append(out, wire.ThreadInfo{
+				ID: r.ID, Scope: r.Scope, Assistant: r.Assistant, Image: r.Image, Runtime: r.Runtime,
+				Status: wire.SandboxRunning, Created: r.Created, Egress: r.Egress, Relay: relay,
+			})
 		}
 	}
 	return out

@@ -144,6 +144,12 @@ type ThreadInfo struct {
 	// its hello (Hello.Posture). Nil while no agent answered, and for a
 	// suspended thread.
 	Posture *Posture `json:"posture,omitempty"`
+	// Relay is the bridge that relays the thread, in a list by a bridge
+	// on a shared store that does not (docs/store.md, "Forwarding"): its
+	// sandbox, clients and agent are described there, and GET
+	// /v1/threads/{id} through any bridge is answered by it. Empty when
+	// the answering bridge relays the thread, and for a suspended one.
+	Relay string `json:"relay,omitempty"`
 }
 
 // ImageList is the body of GET /v1/images: the images a thread may ask

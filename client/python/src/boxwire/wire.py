@@ -647,6 +647,7 @@ class ThreadInfo:
     suspended: str | None = None
     owner: str = ""
     posture: Posture | None = None
+    relay: str = ""
 
 
 @dataclass

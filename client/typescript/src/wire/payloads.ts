@@ -238,6 +238,7 @@ export const ThreadInfo = obj({
   suspended: opt(str),
   owner: opt(str),
   posture: opt(Posture),
+  relay: opt(str),
 });
 
 export const ThreadList = obj({ threads: arr(ThreadInfo) });

@@ -1,0 +1,88 @@
+package e2e_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/boxwire/boxwire/bridge/wire"
+)
+
+// The threads API answers the same through any bridge on a shared store:
+// a thread bridge 0 relays is described by bridge 1 as bridge 0 describes
+// it (the request is passed on), listed by bridge 1 with its relay named,
+// and deleted through bridge 1 — its sandbox goes. Before, bridge 1
+// answered 404 for the thread, listed none and could not delete it. A
+// request already passed on once is answered where it lands; a relay that
+// cannot be reached is answered 503 sandbox_unavailable naming it.
+func TestStorePostgresThreadAPIThroughAnyBridge(t *testing.T) {
+	_, url := postgres(t)
+	envs := startBridges(t, 2, helloScript, "BOXWIRE_STORE="+url, "BOXWIRE_LEASE_TTL=30s")
+	th := envs[0].createThread(wire.CreateThread{})
+	w := envs[0].watch(th.ID, 0, newSeqBook())
+	defer w.close()
+
+	direct, via := envs[0].threadInfo(th.ID), envs[1].threadInfo(th.ID)
+	if via.SandboxID == "" || via.SandboxID != direct.SandboxID || via.Clients != 1 || via.Status != wire.SandboxRunning {
+		t.Errorf("thread info through bridge 1 %+v; want bridge 0's %+v", via, direct)
+	}
+	var list struct{ Threads []wire.ThreadInfo }
+	if code := envs[1].api(http.MethodGet, "/v1/threads", nil, &list); code != http.StatusOK {
+		t.Fatalf("list through bridge 1: %d", code)
+	}
+	if len(list.Threads) != 1 || list.Threads[0].ID != th.ID || list.Threads[0].Relay != envs[0].id || list.Threads[0].Status != wire.SandboxRunning {
+		t.Errorf("list through bridge 1: %+v; want the thread, relayed by %s", list.Threads, envs[0].id)
+	}
+	var own struct{ Threads []wire.ThreadInfo }
+	if code := envs[0].api(http.MethodGet, "/v1/threads", nil, &own); code != http.StatusOK || len(own.Threads) != 1 || own.Threads[0].Relay != "" {
+		t.Errorf("list through bridge 0: %d %+v; want the thread, no relay named", code, own.Threads)
+	}
+	// Passed on once already: bridge 1 answers itself (it does not relay it).
+	if code := envs[1].apiWith(http.MethodGet, "/v1/threads/"+th.ID, map[string]string{"Boxwire-Forwarded-By": "elsewhere"}, nil); code != http.StatusNotFound {
+		t.Errorf("a passed-on request for another bridge's thread: %d, want 404 from the bridge it reached", code)
+	}
+
+	if code := envs[1].api(http.MethodDelete, "/v1/threads/"+th.ID, nil, nil); code != http.StatusNoContent {
+		t.Fatalf("delete through bridge 1: %d, want 204", code)
+	}
+	waitFor(t, "the thread's sandbox gone", func() bool {
+		return len(envs[0].containers(map[string]string{"boxwire.thread": th.ID})) == 0
+	})
+	if code := envs[0].api(http.MethodGet, "/v1/threads/"+th.ID, nil, nil); code != http.StatusNotFound {
+		t.Errorf("thread through bridge 0 after its deletion: %d, want 404", code)
+	}
+
+	// A relay killed: its lease stands for 30 s, and bridge 1 cannot reach it.
+	other := envs[0].createThread(wire.CreateThread{})
+	envs[0].killBridge(t)
+	var body struct{ Error wire.Error }
+	code := envs[1].apiWith(http.MethodGet, "/v1/threads/"+other.ID, nil, &body)
+	if code != http.StatusServiceUnavailable || body.Error.Code != wire.CodeSandboxUnavailable || !strings.Contains(body.Error.Message, envs[0].id) {
+		t.Errorf("thread of a dead relay through bridge 1: %d %+v; want 503 sandbox_unavailable naming %s", code, body.Error, envs[0].id)
+	}
+}
+
+// apiWith is api with extra request headers and no body.
+func (e *env) apiWith(method, path string, headers map[string]string, out any) int {
+	e.t.Helper()
+	req, err := http.NewRequest(method, e.bridge.url+path, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+e.token)
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	client := &http.Client{Timeout: eventTimeout + 10*time.Second}
+	resp, err := client.Do(req)
+	if err != nil {
+		e.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	if out != nil {
+		_ = json.NewDecoder(resp.Body).Decode(out)
+	}
+	return resp.StatusCode
+}
