@@ -164,6 +164,7 @@ func (d *Docker) Close() error {
 	d.closeOnce.Do(func() {
 		d.stopAll()
 		d.bg.Wait()
+		d.ws.closeSpare() // workspace_spare.go
 		err = d.cli.Close()
 	})
 	return err

@@ -73,6 +73,7 @@ type workspaces struct {
 	log     *slog.Logger
 	mu      sync.Mutex  // serialises attach: the loop lookup and the link swap
 	volumes keyed.Mutex // attach in Create against detach in Remove (workspace_detach.go)
+	spare   spareImage  // an image formatted ahead (workspace_spare.go)
 }
 
 func (w *workspaces) paths(volume string) (img, link string) {
@@ -91,13 +92,37 @@ func (w *workspaces) create(ctx context.Context, volume string) (opts map[string
 		return nil, fmt.Errorf("workspace folder: %w", err)
 	}
 	img, link := w.paths(volume)
-	f, err := os.OpenFile(img, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	taken, err := w.takeSpare(img) // workspace_spare.go
 	if err != nil {
 		return nil, fmt.Errorf("workspace image: %w", err)
+	}
+	defer w.refill()
+	if !taken {
+		if err := w.makeImage(ctx, img); err != nil {
+			return nil, err
+		}
 	}
 	defer func() {
 		if err != nil {
 			w.cleanup(ctx, img, link)
+		}
+	}()
+	if err := w.attach(ctx, img, link); err != nil {
+		return nil, err
+	}
+	return map[string]string{"type": "ext4", "device": link, "o": mountOptions}, nil
+}
+
+// makeImage makes img, a new sparse image file of the configured size
+// with an empty filesystem; on failure nothing is left.
+func (w *workspaces) makeImage(ctx context.Context, img string) (err error) {
+	f, err := os.OpenFile(img, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("workspace image: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = os.Remove(img)
 		}
 	}()
 	err = f.Truncate(w.cfg.Bytes) // sparse: no block is written
@@ -105,15 +130,9 @@ func (w *workspaces) create(ctx context.Context, volume string) (opts map[string
 		err = cerr
 	}
 	if err != nil {
-		return nil, fmt.Errorf("workspace image: %w", err)
+		return fmt.Errorf("workspace image: %w", err)
 	}
-	if err := format(ctx, img); err != nil {
-		return nil, err
-	}
-	if err := w.attach(ctx, img, link); err != nil {
-		return nil, err
-	}
-	return map[string]string{"type": "ext4", "device": link, "o": mountOptions}, nil
+	return format(ctx, img)
 }
 
 // format makes an ext4 filesystem in img, empty (no lost+found) so that the
@@ -325,6 +344,9 @@ func (d *Docker) CheckWorkspaces(ctx context.Context) error {
 	if !d.ws.cfg.Capped() {
 		return nil
 	}
+	if _, err := d.ws.removeSpares(); err != nil { // left by a bridge killed
+		d.log.Warn("remove old spare workspace images", "err", err)
+	}
 	if err := d.ws.probe(ctx); err != nil {
 		return fmt.Errorf("capped workspace in %s: %w", d.ws.cfg.Dir, err)
 	}
@@ -361,5 +383,6 @@ func (d *Docker) CollectWorkspaces(ctx context.Context) (int, error) {
 		}
 		n++
 	}
-	return n, errors.Join(errs...)
+	spares, err := d.ws.removeSpares() // workspace_spare.go
+	return n + spares, errors.Join(append(errs, err)...)
 }
