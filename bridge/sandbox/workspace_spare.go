@@ -107,20 +107,8 @@ func (w *workspaces) makeSpare(ctx context.Context) (string, error) {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	p := filepath.Join(w.cfg.Dir, "spare-"+hex.EncodeToString(b[:])+spareSuffix)
-	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return "", fmt.Errorf("spare workspace image: %w", err)
-	}
-	err = f.Truncate(w.cfg.Bytes)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = format(ctx, p)
-	}
-	if err != nil {
-		_ = os.Remove(p)
-		return "", err
+	if err := w.makeImage(ctx, p); err != nil { // workspace.go
+		return "", fmt.Errorf("spare %w", err)
 	}
 	return p, nil
 }
