@@ -124,8 +124,12 @@ type Link struct {
 	mu      sync.Mutex
 	closing bool
 	cur     *connection // the current agent connection
-	cursor  agentCursor // where the log is in the agent's numbering (resume.go)
-	open    openWork    // the turn and calls the log shows running (turnend.go)
+	// replacing is open while the fleet's planned replacement of the
+	// sandbox (replacedLoss) runs: a request that finds the connection
+	// ended waits for the next one (write.go).
+	replacing chan struct{}
+	cursor    agentCursor // where the log is in the agent's numbering (resume.go)
+	open      openWork    // the turn and calls the log shows running (turnend.go)
 }
 
 // connection is one agent connection's lifetime: dead is closed by its

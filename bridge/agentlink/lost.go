@@ -53,13 +53,24 @@ func (l *Link) lost(c *connection, err error) {
 // shared sandbox, or a shared sandbox stopped): it publishes
 // sandbox_exited and replaces the sandbox. It returns false, doing
 // nothing, when lost's own handling applies (a thread-scope sandbox that
-// died, or a connection lost while the sandbox runs). It runs on c's
-// reader.
+// died, or a connection lost while the sandbox runs). While it replaces
+// the sandbox, requests wait for the new connection (Link.Send) instead
+// of failing: the sandbox went on purpose. It runs on c's reader.
 func (l *Link) replacedLoss(c *connection) bool {
 	ev, known := l.cfg.Fleet.LossCause(l.ctx, l.cfg.Box, l.id)
 	if !known {
 		return false
 	}
+	replacing := make(chan struct{})
+	l.mu.Lock()
+	l.replacing = replacing
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		l.replacing = nil
+		l.mu.Unlock()
+		close(replacing)
+	}()
 	l.cfg.Thread.Publish(wire.MustNew(wire.TypeSandboxExited, l.id, "", ev))
 	l.log.Warn("agent connection ended: sandbox replaced", "reason", ev.Reason)
 	l.endLostWork(ev.Message) // turnend.go: the replacement runs none of it

@@ -51,15 +51,42 @@ func newInput(kick func()) *wire.Queue[wire.Envelope] {
 // queue is full it waits for room, at most wait (no bound when wait is
 // 0). It fails with ErrAgentGone when the agent connection has ended (or
 // ends while it waits), ErrThreadEnded when the thread ends, ErrAgentBusy
-// when wait passes. It is safe for concurrent use.
+// when wait passes. While the fleet replaces the sandbox on purpose (an
+// image update, its lifetime), an ended connection is waited out, at most
+// wait, and env goes to the next one. It is safe for concurrent use.
 func (l *Link) Send(env wire.Envelope, wait time.Duration) error {
-	return l.enqueue(l.requests, func() bool { return l.requests.Send(env) }, l.Dead(), wait)
+	return l.enqueue(l.requests, func() bool { return l.requests.Send(env) }, l.liveDead(wait), wait)
 }
 
 // SendInput queues a terminal input frame for the writer, as Send does a
 // request; the link keeps frame until it is written.
 func (l *Link) SendInput(frame []byte, wait time.Duration) error {
-	return l.enqueue(l.input, func() bool { return l.input.Offer(frame) }, l.Dead(), wait)
+	return l.enqueue(l.input, func() bool { return l.input.Offer(frame) }, l.liveDead(wait), wait)
+}
+
+// liveDead is Dead, after waiting (at most wait, when above zero) for a
+// planned replacement under way (replacedLoss) to install the next
+// connection when the current one has ended.
+func (l *Link) liveDead(wait time.Duration) <-chan struct{} {
+	l.mu.Lock()
+	dead, replacing := l.cur.dead, l.replacing
+	l.mu.Unlock()
+	select {
+	case <-dead:
+	default:
+		return dead
+	}
+	if replacing == nil || wait <= 0 {
+		return dead
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-replacing:
+	case <-t.C:
+	case <-l.ctx.Done():
+	}
+	return l.Dead()
 }
 
 // enqueue runs put until it takes its item, waiting for q to have room

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/boxwire/boxwire/bridge/sandbox"
@@ -25,6 +26,9 @@ type fakeManager struct {
 	// backlog, when > 0, makes the agents of later sandboxes keep this
 	// many events and resume (resume_test.go).
 	backlog int
+	// holdHellos, when set, makes the agents of later sandboxes answer
+	// hellos only once it is closed.
+	holdHellos atomic.Pointer[chan struct{}]
 }
 
 func newFakeManager() *fakeManager {
@@ -35,6 +39,9 @@ func newFakeManager() *fakeManager {
 			return nil, err
 		}
 		a.keepBacklog(m.backlog) // resume_test.go
+		if hold := m.holdHellos.Load(); hold != nil {
+			a.HoldHellos(*hold)
+		}
 		return a, nil
 	})
 	return m

@@ -484,3 +484,38 @@ func TestMaxLifetimeRecyclesPooled(t *testing.T) {
 		t.Errorf("turn after recycle: %s (%q)", summary(got), text)
 	}
 }
+
+// A request sent while the fleet replaces the sandbox on purpose (here an
+// image update) waits for the new agent instead of being refused: the
+// new sandbox's agent holds its hello until the request was sent, and the
+// request's turn then runs there. Before, the client got "sandbox
+// stopped" (e2e TestClientMovesThreadImage saw it once under load).
+func TestRequestDuringReplacementWaits(t *testing.T) {
+	e := newEnvWith(t, func(c *server.Config) { c.ReapInterval = 50 * time.Millisecond })
+	e.mgr.setImage("boxwire:test", "sha256:aaaaaaaaaaaaaaaaaaaa")
+	s, _ := e.attach("", 0)
+	s.turn("m1", "remember 42")
+	hold := make(chan struct{})
+	e.mgr.holdHellos.Store(&hold)
+	e.mgr.setImage("boxwire:test", "sha256:bbbbbbbbbbbbbbbbbbbb")
+	s.readUntil(wire.TypeSandboxExited) // the old agent is gone; the new one is not greeted yet
+	e.awaitLog("agent connection ended: sandbox replaced", 1)
+	s.request(wire.TypeUserMessage, "m2", wire.UserMessage{Text: "still there?"})
+	time.Sleep(100 * time.Millisecond) // let a refusal, if any, come first
+	e.mgr.holdHellos.Store(nil)
+	close(hold)
+	var events []wire.Envelope
+	for {
+		env := s.read()
+		events = append(events, env)
+		if env.Type == wire.TypeError {
+			t.Fatalf("the request during the replacement was refused: %s", env.Data)
+		}
+		if env.Type == wire.TypeTurnDone {
+			break
+		}
+	}
+	if !slices.ContainsFunc(events, func(ev wire.Envelope) bool { return ev.Type == wire.TypeSandboxReplaced }) {
+		t.Errorf("no sandbox_replaced before the turn: %s", summary(events))
+	}
+}

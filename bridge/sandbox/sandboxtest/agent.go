@@ -31,6 +31,15 @@ type Agent struct {
 	conns  map[*websocket.Conn]struct{}
 	tokens []string // the LLM tokens of the claims, oldest first
 	wg     sync.WaitGroup
+	hold   <-chan struct{} // hello answers wait until it closes (HoldHellos)
+}
+
+// HoldHellos makes the agent answer hellos only once hold is closed (or
+// the agent stops): a bridge's greeting of it waits meanwhile.
+func (a *Agent) HoldHellos(hold <-chan struct{}) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.hold = hold
 }
 
 // StartAgent serves a fake agent on AgentSocket in agentDir. answer (nil:
@@ -121,6 +130,16 @@ func (a *Agent) serve(w http.ResponseWriter, r *http.Request) {
 	if err := hello.Decode(&h); err != nil || h.Role != wire.RoleBridge || h.Thread == "" {
 		_ = conn.WriteJSON(wire.ErrorEnvelope("", "", wire.CodeBadMessage, "want a bridge hello with a thread"))
 		return
+	}
+	a.mu.Lock()
+	hold := a.hold
+	a.mu.Unlock()
+	if hold != nil {
+		select {
+		case <-hold:
+		case <-a.done:
+			return
+		}
 	}
 	posture := Posture
 	_ = conn.WriteJSON(wire.MustNew(wire.TypeHello, h.Thread, "", wire.Hello{Version: wire.Version, Role: wire.RoleAgent, Software: "fake-agent", Posture: &posture}))
