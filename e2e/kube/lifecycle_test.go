@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -71,6 +73,47 @@ func TestKubeIdleSuspendAndResume(t *testing.T) {
 	s.turnShows("read it back", "hello from the pod")
 	if now := threadPod(t, thread); now.UID == old.UID {
 		t.Error("the resumed thread runs in the old pod")
+	}
+}
+
+// A thread suspended and resumed while a client keeps asking for its info
+// (GET /v1/threads/{id} asks the API server whether its pod runs): each
+// resume reaches its agent. Once, such an Inspect between the suspension's
+// end of the tunnel and its delete of the pod started a tunnel for the
+// old pod again, under the name the resumed pod takes, and the resumed
+// pod got none (CI: "agent not ready ... agent.sock: no such file").
+func TestKubeResumeWhileInfoIsPolled(t *testing.T) {
+	e := newEnv(t, writeScript)
+	e.startBridge("--idle-ttl", "2s", "--reap-interval", "100ms")
+	s := e.dial("")
+	thread := s.conn.Thread()
+	s.turnStops("write a file")
+	ctx, cancel := context.WithCancel(context.Background())
+	var polls atomic.Int64
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				if _, err := chat.GetThread(ctx, chat.Config{URL: e.bridge, Token: e.token}, thread); err == nil {
+					polls.Add(1)
+				}
+			}
+		}()
+	}
+	defer wg.Wait()
+	defer cancel()
+	const rounds = 4
+	for round := range rounds {
+		s.conn.Close()
+		waitFor(t, "the thread suspended", func() bool {
+			return e.threadInfo(thread).Status == wire.SandboxSuspended
+		})
+		s = e.dial(thread)
+		s.replacedBy(wire.ExitIdle)
+		s.turnShows("read it back", "hello from the pod")
+		t.Logf("round %d of %d: resumed; %d infos answered so far", round+1, rounds, polls.Load())
 	}
 }
 

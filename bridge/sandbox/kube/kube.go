@@ -107,6 +107,7 @@ type Kube struct {
 
 	mu        sync.Mutex
 	tunnels   map[string]*tunnel // by pod name
+	endings   map[string]int     // pod names a Stop or Remove is ending
 	closed    bool
 	closeOnce sync.Once
 	// closing ends when Close is called; wg counts the creates that go on
@@ -153,7 +154,7 @@ func New(cfg Config) (*Kube, error) {
 	if cfg.PullPolicy == "" {
 		cfg.PullPolicy = corev1.PullIfNotPresent
 	}
-	k := &Kube{cfg: cfg, rest: rc, cs: cs, ns: cfg.Namespace, host: rc.Host, tunnels: map[string]*tunnel{}}
+	k := &Kube{cfg: cfg, rest: rc, cs: cs, ns: cfg.Namespace, host: rc.Host, tunnels: map[string]*tunnel{}, endings: map[string]int{}}
 	k.closing, k.stopAll = context.WithCancel(context.Background())
 	for _, q := range []struct {
 		dst      *resource.Quantity
@@ -247,13 +248,15 @@ func (k *Kube) Close() error {
 		k.mu.Lock()
 		k.closed = true
 		ts := make([]*tunnel, 0, len(k.tunnels))
-		for name, t := range k.tunnels {
+		for _, t := range k.tunnels {
 			ts = append(ts, t)
-			delete(k.tunnels, name)
+		}
+		for _, t := range ts {
+			t.shutLocked()
 		}
 		k.mu.Unlock()
 		for _, t := range ts {
-			t.stop()
+			t.wait()
 		}
 		k.wg.Wait()
 	})

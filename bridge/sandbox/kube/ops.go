@@ -64,7 +64,7 @@ func (k *Kube) Stop(ctx context.Context, id string, grace time.Duration) error {
 	if err != nil {
 		return fmt.Errorf("stop sandbox %s: %w", id, k.mapErr(err, sandbox.ErrNotFound))
 	}
-	k.stopTunnel(id)
+	defer k.endTunnel(id)()
 	err = k.waitPod(ctx, id, func(p *corev1.Pod) (bool, error) {
 		return p == nil || !toSandbox(p).Running && agentStopped(p), nil
 	})
@@ -84,7 +84,7 @@ func agentStopped(p *corev1.Pod) bool {
 // waits until the pod is gone (so that a new pod may take its name). Its
 // workspace claim stays. A pod already gone is not an error.
 func (k *Kube) Remove(ctx context.Context, id string) error {
-	k.stopTunnel(id)
+	defer k.endTunnel(id)()
 	pods := k.cs.CoreV1().Pods(k.ns)
 	secs := int64(k.cfg.DeleteGrace.Seconds())
 	err := pods.Delete(ctx, id, metav1.DeleteOptions{GracePeriodSeconds: &secs})

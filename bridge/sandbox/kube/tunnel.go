@@ -20,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
@@ -48,6 +49,7 @@ const (
 type tunnel struct {
 	k         *Kube
 	pod       string
+	uid       types.UID // the pod's: a later pod of the same name gets a tunnel of its own
 	socketDir string
 	agentSock string
 	sockets   []string // the bridge folder's sockets the pod may reach
@@ -63,8 +65,10 @@ type tunnel struct {
 }
 
 // startTunnel starts the tunnel of the running pod p unless it has one,
-// the manager is closed, or p's folders are not on this host (a pod of
-// another bridge's host, or of a sandbox made without folders).
+// the manager is closed, a Stop or Remove of p's name is under way, or p's
+// folders are not on this host (a pod of another bridge's host, or of a
+// sandbox made without folders). A tunnel left under p's name by an
+// earlier pod of that name (a suspended thread's, resumed) is ended first.
 func (k *Kube) startTunnel(p *corev1.Pod) {
 	a := p.Annotations
 	agentDir := a[annAgentDir]
@@ -72,15 +76,29 @@ func (k *Kube) startTunnel(p *corev1.Pod) {
 		return
 	}
 	k.mu.Lock()
+	old := k.tunnels[p.Name]
+	if k.closed || k.endings[p.Name] > 0 || old != nil && old.uid == p.UID {
+		k.mu.Unlock()
+		return
+	}
+	if old != nil {
+		old.shutLocked()
+	}
+	k.mu.Unlock()
+	if old != nil {
+		old.log.Debug("tunnel: ended, left by an earlier pod of this name", "uid", old.uid, "new_uid", p.UID)
+		old.wait()
+	}
+	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.closed || k.tunnels[p.Name] != nil {
+	if k.closed || k.endings[p.Name] > 0 || k.tunnels[p.Name] != nil {
 		return
 	}
 	if fi, err := os.Stat(agentDir); err != nil || !fi.IsDir() {
 		return
 	}
 	t := &tunnel{
-		k: k, pod: p.Name, socketDir: a[annSocketDir], agentSock: a[annAgentSocket],
+		k: k, pod: p.Name, uid: p.UID, socketDir: a[annSocketDir], agentSock: a[annAgentSocket],
 		log: k.log.With("pod", p.Name, "component", "tunnel"),
 	}
 	for _, s := range strings.Split(a[annSockets], ",") {
@@ -101,23 +119,45 @@ func (k *Kube) startTunnel(p *corev1.Pod) {
 	go t.keep()
 }
 
-// stopTunnel ends the tunnel of the pod name (if any) and waits for it.
-func (k *Kube) stopTunnel(name string) {
+// endTunnel ends the tunnel of the pod name (if any), waits for it, and
+// keeps a new one from starting for that name (an Inspect racing a Stop or
+// Remove would see the pod still running) until the returned func is
+// called.
+func (k *Kube) endTunnel(name string) (done func()) {
 	k.mu.Lock()
+	k.endings[name]++
 	t := k.tunnels[name]
-	delete(k.tunnels, name)
+	if t != nil {
+		t.shutLocked()
+	}
 	k.mu.Unlock()
 	if t != nil {
-		t.stop()
+		t.wait()
+	}
+	return func() {
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		if k.endings[name]--; k.endings[name] <= 0 {
+			delete(k.endings, name)
+		}
 	}
 }
 
-// stop ends the tunnel: no more connections, the session closed, every
-// carried connection ended; it waits for all of it. The listener's close
-// removes its socket.
-func (t *tunnel) stop() {
+// shutLocked, with k.mu held, takes t out of the manager's tunnels (when it
+// is there) and closes its context and its listener, which removes its
+// socket file. Under the lock, so that no new tunnel of the same pod name
+// listens on that path before this close removes it.
+func (t *tunnel) shutLocked() {
+	if t.k.tunnels[t.pod] == t {
+		delete(t.k.tunnels, t.pod)
+	}
 	t.cancel()
 	t.ln.Close()
+}
+
+// wait closes t's session (after shutLocked) and waits until every one of
+// its goroutines has ended.
+func (t *tunnel) wait() {
 	if s := t.session(); s != nil {
 		s.Close()
 	}
@@ -189,8 +229,11 @@ func (t *tunnel) keep() {
 			return
 		}
 		p, gerr := t.k.cs.CoreV1().Pods(t.k.ns).Get(t.ctx, t.pod, metav1.GetOptions{})
-		if apierrors.IsNotFound(gerr) || gerr == nil && !toSandbox(p).Running {
+		if apierrors.IsNotFound(gerr) || gerr == nil && (p.UID != t.uid || !toSandbox(p).Running) {
 			t.log.Debug("tunnel: the pod stopped", "err", err)
+			t.k.mu.Lock()
+			t.shutLocked()
+			t.k.mu.Unlock()
 			return
 		}
 		if time.Since(began) > stableAfter {
