@@ -172,7 +172,7 @@ func newBoxID(prefix string) (string, error) {
 // start is over; on failure nothing is left to undo.
 func (f *Fleet) Acquire(ctx context.Context, o Options, threadID string) (*Box, *websocket.Conn, error) {
 	if o.boxID == "" {
-		if b, conn := f.claimPooled(ctx, o, threadID); b != nil { // pool.go
+		if b, conn := (poolHost{f}).claim(ctx, o, threadID); b != nil { // pool.go
 			return b, conn, nil
 		}
 	}

@@ -26,8 +26,10 @@ var errPoolStale = errors.New("pooled sandbox runs an older build of its image")
 
 // poolHost is the fleet as the warm pool's host (bridge/fleet/warm): it
 // makes, starts and removes the pool's sandboxes, *Box records of
-// f.boxes' kind that no thread has yet. Its ...Locked methods run under
-// f.mu, which guards the pool's books too.
+// f.boxes' kind that no thread has yet, and is the fleet's side of the
+// pool besides: a new thread's claim of one (claim, take, bind) and the
+// adoption of one an earlier run left (adopt). Its ...Locked methods run
+// under f.mu, which guards the pool's books too.
 type poolHost struct{ f *Fleet }
 
 var _ warm.Host[*Box] = poolHost{}
@@ -50,13 +52,13 @@ func (h poolHost) New(key warm.Key) (*Box, error) {
 
 // Start creates b's sandbox and waits for its agent's hello (posture
 // checked), then closes that connection: the sandbox has no LLM token, no
-// proxies and no thread until a thread takes it (claimPooled). It asks
+// proxies and no thread until a thread takes it (poolHost.claim). It asks
 // the engine, not only the books, whether there is room first: a
 // thread's sandbox leaves f.boxes before its removal ends, and the pool
 // must not take that room early.
 func (h poolHost) Start(ctx context.Context, b *Box) (err error) {
 	f := h.f
-	if err := f.poolEngineRoom(ctx); err != nil {
+	if err := h.engineRoom(ctx); err != nil {
 		return err
 	}
 	if b.res.dirs, err = f.cfg.Layout.Make(b.id); err != nil {
@@ -95,9 +97,10 @@ func (h poolHost) LiveLocked() int         { return len(h.f.boxes) }
 func (h poolHost) ClosedLocked() bool      { return h.f.closed }
 func (h poolHost) StaleLocked(b *Box) bool { return h.f.roll.Stale(b.image, b.imageID) }
 
-// poolEngineRoom reports warm.ErrNoRoom when the engine runs MaxSandboxes
+// engineRoom reports warm.ErrNoRoom when the engine runs MaxSandboxes
 // of this bridge's sandboxes. It blocks for one List call.
-func (f *Fleet) poolEngineRoom(ctx context.Context) error {
+func (h poolHost) engineRoom(ctx context.Context) error {
+	f := h.f
 	max := f.cfg.MaxSandboxes
 	if max <= 0 {
 		return nil
@@ -118,7 +121,8 @@ func (f *Fleet) poolEngineRoom(ctx context.Context) error {
 // a goroutine of its own, so that it runs beside the claim's binding. The
 // returned wait blocks until what it found is learned (a failed lookup
 // leaves what the last look found); the caller must call it.
-func (f *Fleet) learnImage(ctx context.Context, image string) (wait func()) {
+func (h poolHost) learnImage(ctx context.Context, image string) (wait func()) {
+	f := h.f
 	res, ok := f.cfg.Manager.(sandbox.ImageResolver)
 	if !ok {
 		return func() {}
@@ -139,7 +143,8 @@ func (f *Fleet) learnImage(ctx context.Context, image string) (wait func()) {
 
 // staleBuild reports whether b, a pooled sandbox, runs an older build of
 // its image than the one learned.
-func (f *Fleet) staleBuild(b *Box) bool {
+func (h poolHost) staleBuild(b *Box) bool {
+	f := h.f
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.roll.Stale(b.image, b.imageID)
@@ -154,28 +159,29 @@ func poolLabels(b *Box, l map[string]string) {
 	}
 }
 
-// claimPooled gives the new thread threadID a ready pooled sandbox that
-// matches o, bound to it (see bindPooled), or returns nil when there is
+// claim gives the new thread threadID a ready pooled sandbox that
+// matches o, bound to it (see bind), or returns nil when there is
 // none (the caller creates one; the pool is asked to fill for o either
 // way). A pooled sandbox that fails to bind is removed and the next one
 // tried. It blocks for the claim's round trips, bounded by greet.HelloTimeout.
-func (f *Fleet) claimPooled(ctx context.Context, o Options, threadID string) (*Box, *websocket.Conn) {
+func (h poolHost) claim(ctx context.Context, o Options, threadID string) (*Box, *websocket.Conn) {
+	f := h.f
 	log := f.log.With("thread", threadID)
 	if f.cfg.Pool <= 0 || o.scope != wire.ScopeThread {
 		return nil, nil
 	}
-	learned := f.learnImage(ctx, o.image) // beside the first binding
+	learned := h.learnImage(ctx, o.image) // beside the first binding
 	defer learned()
 	for ctx.Err() == nil {
 		start := time.Now()
-		b := f.takePooled(warm.Key{Image: o.image, Runtime: o.runtime}, threadID, o.idleTTL)
+		b := h.take(warm.Key{Image: o.image, Runtime: o.runtime}, threadID, o.idleTTL)
 		if b == nil {
 			f.pool.Wake()
 			return nil, nil
 		}
 		f.rules.set(b, o.egress) // egress.go: the thread's rules, before its proxy serves
-		conn, err := f.bindPooled(ctx, b, threadID)
-		if learned(); err == nil && f.staleBuild(b) { // the image was rebuilt: not this one
+		conn, err := h.bind(ctx, b, threadID)
+		if learned(); err == nil && h.staleBuild(b) { // the image was rebuilt: not this one
 			conn.Close()
 			err = errPoolStale
 		}
@@ -201,11 +207,12 @@ func (f *Fleet) claimPooled(ctx context.Context, o Options, threadID string) (*B
 // the sandbox taken: more than the rest of the thread's start (a few ms).
 const refillDelay = 50 * time.Millisecond
 
-// takePooled moves the oldest ready sandbox of key not on an older build
+// take moves the oldest ready sandbox of key not on an older build
 // into the fleet's boxes for threadID, not ready until bound. The pool
 // records the demand for key even when it has none; the caller wakes
 // the filler.
-func (f *Fleet) takePooled(key warm.Key, threadID string, idleTTL time.Duration) *Box {
+func (h poolHost) take(key warm.Key, threadID string, idleTTL time.Duration) *Box {
+	f := h.f
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
@@ -229,12 +236,13 @@ func (f *Fleet) takePooled(key warm.Key, threadID string, idleTTL time.Duration)
 	return b
 }
 
-// bindPooled binds a taken pooled sandbox to threadID: it serves the LLM
+// bind binds a taken pooled sandbox to threadID: it serves the LLM
 // and egress proxies in the sandbox's own socket folder, greets the agent
 // with the thread's id and sends the claim with the LLM token right
 // behind the hello (greet.Greeter.Claim: the pool's greeting checked this
 // agent's posture). It returns the greeted connection.
-func (f *Fleet) bindPooled(ctx context.Context, b *Box, threadID string) (conn *websocket.Conn, err error) {
+func (h poolHost) bind(ctx context.Context, b *Box, threadID string) (conn *websocket.Conn, err error) {
+	f := h.f
 	log := f.log.With("thread", threadID)
 	if b.res.proxy, err = f.px.ServeLLM(b.res.dirs, log); err != nil {
 		return nil, err

@@ -11,12 +11,13 @@ import (
 // run that no thread took: it holds nothing of anyone.
 var errPoolUnclaimed = errors.New("pooled sandbox no thread took")
 
-// adoptPooled prepares b, a pooled sandbox an earlier run left, for
+// adopt prepares b, a pooled sandbox an earlier run left, for
 // adoption: it is adopted only when the store has a thread for its box
 // (the thread took it). b then takes that thread's box key and the
 // thread's own idle TTL, which the sandbox's labels, written before the
 // claim, cannot say. It blocks for one store read.
-func (f *Fleet) adoptPooled(ctx context.Context, b *Box) error {
+func (h poolHost) adopt(ctx context.Context, b *Box) error {
+	f := h.f
 	r, ok, err := f.book.Taken(ctx, b.id)
 	if err != nil {
 		return err

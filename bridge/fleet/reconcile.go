@@ -82,7 +82,7 @@ func (rc *reconciler) adopt(ctx context.Context, sb sandbox.Sandbox, now time.Ti
 		return nil, err
 	}
 	if b.pooled { // pool_adopt.go: only one a thread took, under that thread's key and TTL
-		if err := rc.f.adoptPooled(ctx, b); err != nil {
+		if err := (poolHost{rc.f}).adopt(ctx, b); err != nil {
 			return nil, err
 		}
 	}
