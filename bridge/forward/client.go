@@ -70,13 +70,17 @@ type Client struct {
 }
 
 // NewClient makes the forwarded client of conn, whose hello (with id
-// helloID) named a thread another bridge relays; header is the HTTP
-// request's (its Authorization is sent to the relay). Dial its first
+// helloID) named a thread another bridge relays; header carries the
+// client's credential, which is sent to the relay: its Authorization, or
+// a browser's session Cookie (the bridges share the store's keys and
+// browser sessions). Dial its first
 // upstream, then Serve it.
 func (h *Hub) NewClient(conn *websocket.Conn, hello wire.Hello, helloID string, header http.Header, log *slog.Logger) *Client {
 	auth := http.Header{}
-	if a := header.Get("Authorization"); a != "" {
-		auth.Set("Authorization", a)
+	for _, h := range []string{"Authorization", "Cookie"} { // a bearer credential, or a browser's session
+		if a := header.Get(h); a != "" {
+			auth.Set(h, a)
+		}
 	}
 	if log == nil {
 		log = h.log

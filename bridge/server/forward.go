@@ -11,6 +11,7 @@ import (
 	"github.com/boxwire/boxwire/bridge/internal/wsrelay"
 	"github.com/boxwire/boxwire/bridge/lease"
 	"github.com/boxwire/boxwire/bridge/store"
+	"github.com/boxwire/boxwire/bridge/web"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -65,7 +66,7 @@ func (s *Server) forward(r *http.Request, conn *websocket.Conn, helloEnv wire.En
 	}
 	log := s.log.With("thread", hello.Thread, "remote", r.RemoteAddr) // the thread is named in the payload
 	hub := s.forwardHub(listener)
-	f := hub.NewClient(conn, hello, helloEnv.ID, r.Header, log)
+	f := hub.NewClient(conn, hello, helloEnv.ID, web.RelayCredential(r), log)
 	up, err := f.Dial(r.Context(), addr)
 	if ref, final := forward.Refused(err); final { // the relay's answer stands: pass it on
 		log.Info("forwarded client refused by the thread's relay", "relay", re.Holder, "err", err)

@@ -120,8 +120,9 @@ func New(cfg Config) (*Server, error) {
 		cancel()
 		return nil, errors.Join(fmt.Errorf("server: %w", err), db.Close())
 	}
+	shared, _ := db.(web.SharedSessions) // PostgreSQL: one session for every bridge on it
 	if s.web, err = web.New(ctx, web.Config{Auth: authn, Store: db.Accounts(), AdminToken: cfg.Token, TTL: cfg.SessionTTL,
-		File: web.SessionsFile(cfg.DataDir), InsecureHTTP: cfg.InsecureHTTP, OIDC: cfg.OIDCLogin, Logger: cfg.Logger}); err != nil {
+		File: web.SessionsFile(cfg.DataDir), Shared: shared, InsecureHTTP: cfg.InsecureHTTP, OIDC: cfg.OIDCLogin, Logger: cfg.Logger}); err != nil {
 		cancel()
 		return nil, errors.Join(fmt.Errorf("server: %w", err), db.Close())
 	}

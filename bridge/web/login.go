@@ -49,8 +49,11 @@ type Config struct {
 	// TTL is a session's life; 0 means DefaultSessionTTL.
 	TTL time.Duration
 	// File keeps the sessions across restarts (SessionsFile); "" keeps
-	// them in memory only.
+	// them in memory only. Unused with Shared.
 	File string
+	// Shared, when set, keeps the sessions in the store every bridge on
+	// it reads (PostgreSQL), instead of File: see SharedSessions.
+	Shared SharedSessions
 	// InsecureHTTP serves the page and logins over plain HTTP beyond
 	// loopback; without it they need TLS there (a cookie sent in clear
 	// over a network is a stolen session).
@@ -99,7 +102,11 @@ func New(ctx context.Context, cfg Config) (*Sessions, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Sessions{cfg: cfg, log: log, table: &sessionTable{file: cfg.File, log: log, m: map[string]*session{}}}
+	file := cfg.File
+	if cfg.Shared != nil {
+		file = ""
+	}
+	s := &Sessions{cfg: cfg, log: log, table: &sessionTable{file: file, shared: cfg.Shared, log: log, m: map[string]*session{}}}
 	if cfg.OIDC != nil {
 		var err error
 		if s.oidc, err = newOIDCSignIn(ctx, *cfg.OIDC); err != nil {
@@ -125,7 +132,7 @@ func (s *Sessions) Authenticate(r *http.Request) (auth.Principal, error) {
 	if r.Header.Get("Authorization") != "" || err != nil {
 		return s.cfg.Auth.Authenticate(r.Context(), r)
 	}
-	ss, ok := s.table.get(c.Value, time.Now())
+	ss, ok := s.table.get(r.Context(), &s.cfg, c.Value, time.Now())
 	if !ok {
 		return auth.Principal{}, auth.ErrUnauthorized
 	}
@@ -133,6 +140,20 @@ func (s *Sessions) Authenticate(r *http.Request) (auth.Principal, error) {
 		return auth.Principal{}, ErrCSRF
 	}
 	return ss.P, nil
+}
+
+// RelayCredential is what a dial of r's client to another bridge (the
+// thread's relay, on the shared store) carries of r: its Authorization,
+// or else its session cookie (the bridges share their sessions:
+// SharedSessions), and nothing else of its headers.
+func RelayCredential(r *http.Request) http.Header {
+	h := http.Header{}
+	if a := r.Header.Get("Authorization"); a != "" {
+		h.Set("Authorization", a)
+	} else if c, err := r.Cookie(SessionCookie); err == nil {
+		h.Set("Cookie", (&http.Cookie{Name: c.Name, Value: c.Value}).String())
+	}
+	return h
 }
 
 func csrfMatches(r *http.Request, ss *session) bool {
@@ -182,27 +203,38 @@ func (s *Sessions) postLogin(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnauthorized, wire.CodeUnauthorized, "wrong, expired or revoked key")
 		return
 	}
-	writeLoginInfo(w, s.open(w, r, p, key))
+	ss, err := s.open(w, r, p, key)
+	if err != nil {
+		s.log.Warn("browser login", "err", err)
+		writeError(w, http.StatusServiceUnavailable, wire.CodeInternal, "the session could not be kept: "+err.Error())
+		return
+	}
+	writeLoginInfo(w, ss)
 }
 
 // open starts a session of p (logged in with credential key: the admin
 // token, an API key or an OIDC ID token, checked by then), sets its
-// cookie and writes the audit entry.
-func (s *Sessions) open(w http.ResponseWriter, r *http.Request, p auth.Principal, key string) *session {
+// cookie and writes the audit entry. It fails only when a shared store
+// cannot keep the session (no cookie is set then).
+func (s *Sessions) open(w http.ResponseWriter, r *http.Request, p auth.Principal, key string) (*session, error) {
 	now := time.Now()
 	ss := &session{P: p, CSRF: randomHex(32), Created: now, Expires: s.expiry(r.Context(), p, key, now)}
 	if p.Via == "token" {
 		ss.TokenHash = tokenHash(key)
 	}
 	ss.gone, ss.unwatch = s.cfg.Auth.Watch(p)
-	cookie := s.table.add(ss, now)
+	cookie, err := s.table.add(r.Context(), ss, now)
+	if err != nil {
+		ss.unwatch()
+		return nil, err
+	}
 	http.SetCookie(w, &http.Cookie{
 		Name: SessionCookie, Value: cookie, Path: "/", Expires: ss.Expires,
 		MaxAge: int(time.Until(ss.Expires).Seconds()), HttpOnly: true, Secure: r.TLS != nil,
 		SameSite: http.SameSiteStrictMode,
 	})
 	s.cfg.Auth.Record(r.Context(), p, "login", "", p.Via, r.RemoteAddr)
-	return ss
+	return ss, nil
 }
 
 // expiry is when a session of p made at now with credential key ends:
@@ -231,7 +263,7 @@ func (s *Sessions) getLogin(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnauthorized, wire.CodeUnauthorized, "not logged in")
 		return
 	}
-	ss, ok := s.table.get(c.Value, time.Now())
+	ss, ok := s.table.get(r.Context(), &s.cfg, c.Value, time.Now())
 	if !ok {
 		writeError(w, http.StatusUnauthorized, wire.CodeUnauthorized, "not logged in")
 		return
@@ -243,12 +275,16 @@ func (s *Sessions) getLogin(w http.ResponseWriter, r *http.Request) {
 // the cookie; without a live session it only clears the cookie.
 func (s *Sessions) postLogout(w http.ResponseWriter, r *http.Request) {
 	if c, err := r.Cookie(SessionCookie); err == nil {
-		if ss, ok := s.table.get(c.Value, time.Now()); ok {
+		if ss, ok := s.table.get(r.Context(), &s.cfg, c.Value, time.Now()); ok {
 			if !csrfMatches(r, ss) {
 				writeError(w, http.StatusForbidden, wire.CodeNotAllowed, ErrCSRF.Error())
 				return
 			}
-			s.table.drop(c.Value)
+			if err := s.table.drop(r.Context(), c.Value); err != nil {
+				s.log.Warn("browser logout", "err", err)
+				writeError(w, http.StatusServiceUnavailable, wire.CodeInternal, "the session could not be ended: "+err.Error())
+				return
+			}
 		}
 	}
 	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: "", Path: "/", MaxAge: -1,

@@ -170,7 +170,11 @@ func (s *Sessions) oidcCallback(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/#login_error="+url.QueryEscape(err.Error()), http.StatusSeeOther)
 		return
 	}
-	s.open(w, r, p, idToken)
+	if _, err := s.open(w, r, p, idToken); err != nil {
+		s.log.Warn("oidc sign-in", "err", err)
+		http.Redirect(w, r, "/#login_error="+url.QueryEscape("the session could not be kept: "+err.Error()), http.StatusSeeOther)
+		return
+	}
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 

@@ -33,6 +33,7 @@ type session struct {
 
 	gone    <-chan struct{} // closed when the credentials are revoked
 	unwatch func()
+	checked time.Time // when it was last read from the shared store (sessionTable.shared)
 }
 
 // live reports whether ss may be used at now.
@@ -45,17 +46,37 @@ func (ss *session) live(now time.Time) bool {
 	}
 }
 
+// SharedSessions keeps browser sessions where every bridge on a shared
+// store reads them (pgstore.Store), by the SHA-256 of their cookie value
+// (never the value). With it a login through one bridge is a session on
+// all of them — a load balancer may send a browser's next request to any,
+// and a bridge that passes a request on to the thread's relay sends the
+// cookie along — and a logout through any ends it on all within
+// sharedRecheck. The data is the session as this package encodes it.
+type SharedSessions interface {
+	PutWebSession(ctx context.Context, key string, data []byte, expires time.Time) error
+	WebSession(ctx context.Context, key string) (data []byte, ok bool, err error)
+	DeleteWebSession(ctx context.Context, key string) error
+}
+
+// sharedRecheck is how long a bridge uses a shared session it read
+// before it reads it again: a logout through another bridge is seen
+// within it.
+const sharedRecheck = time.Second
+
 // sessionTable holds the live sessions by the SHA-256 of their cookie
 // value, and keeps them in a file (when it has one) so that a bridge
 // restart does not log the browsers out: the file holds no cookie value,
-// only its hash. It starts no goroutines: a session's revocation is seen
-// when it is next used, and dead sessions are swept at each login. Safe
-// for concurrent use.
+// only its hash. With a shared store the sessions are kept there instead
+// of in a file, and the table is this bridge's cache of them. It starts
+// no goroutines: a session's revocation is seen when it is next used, and
+// dead sessions are swept at each login. Safe for concurrent use.
 type sessionTable struct {
-	file string // "" keeps them in memory only
-	log  *slog.Logger
-	mu   sync.Mutex
-	m    map[string]*session
+	file   string         // "" keeps them in memory only
+	shared SharedSessions // nil: this bridge's alone
+	log    *slog.Logger
+	mu     sync.Mutex
+	m      map[string]*session
 }
 
 // sessionKey is the table's key for a cookie value.
@@ -64,29 +85,86 @@ func sessionKey(cookie string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// get returns the live session of cookie; a dead one is forgotten.
-func (st *sessionTable) get(cookie string, now time.Time) (*session, bool) {
+// get returns the live session of cookie; a dead one is forgotten. With
+// a shared store, a session not read from it for sharedRecheck is read
+// again (it may have ended through another bridge), and one this bridge
+// does not know is looked up there and checked as a restored one is
+// (stillValid); a store that cannot be read refuses the cookie.
+func (st *sessionTable) get(ctx context.Context, cfg *Config, cookie string, now time.Time) (*session, bool) {
 	k := sessionKey(cookie)
 	st.mu.Lock()
-	defer st.mu.Unlock()
 	ss := st.m[k]
-	if ss == nil {
-		return nil, false
-	}
-	if !ss.live(now) {
+	if ss != nil && !ss.live(now) {
 		st.dropLocked(k)
 		st.saveLocked()
+		st.mu.Unlock()
 		return nil, false
 	}
-	return ss, true
+	if ss != nil && (st.shared == nil || now.Sub(ss.checked) < sharedRecheck) {
+		st.mu.Unlock()
+		return ss, true
+	}
+	st.mu.Unlock()
+	if st.shared == nil {
+		return nil, false
+	}
+	data, ok, err := st.shared.WebSession(ctx, k)
+	if err != nil {
+		st.log.Warn("read a browser session from the store", "err", err)
+		return nil, false
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	cur := st.m[k]
+	switch {
+	case !ok: // ended through another bridge, or never made
+		if cur != nil {
+			st.dropLocked(k)
+		}
+		return nil, false
+	case cur != nil:
+		cur.checked = now
+		return cur, true
+	}
+	got := &session{}
+	if err := json.Unmarshal(data, got); err != nil || !now.Before(got.Expires) || !cfg.stillValid(ctx, got, now) {
+		return nil, false
+	}
+	got.checked = now
+	got.gone, got.unwatch = cfg.Auth.Watch(got.P)
+	st.makeRoomLocked(now)
+	st.m[k] = got
+	return got, true
 }
 
 // add keeps ss under a new random cookie value, which it returns,
-// sweeping dead sessions (and the oldest, when full) first.
-func (st *sessionTable) add(ss *session, now time.Time) string {
+// sweeping dead sessions (and the oldest, when full) first. With a shared
+// store it is kept there first: a login that cannot be shared fails (the
+// next bridge to see the cookie would not know it).
+func (st *sessionTable) add(ctx context.Context, ss *session, now time.Time) (string, error) {
 	cookie := randomHex(32)
+	k := sessionKey(cookie)
+	if st.shared != nil {
+		data, err := json.Marshal(ss)
+		if err == nil {
+			err = st.shared.PutWebSession(ctx, k, data, ss.Expires)
+		}
+		if err != nil {
+			return "", fmt.Errorf("keep the session in the store: %w", err)
+		}
+		ss.checked = now
+	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	st.makeRoomLocked(now)
+	st.m[k] = ss
+	st.saveLocked()
+	return cookie, nil
+}
+
+// makeRoomLocked sweeps dead sessions, and the oldest when the table is
+// full. Called with st.mu held.
+func (st *sessionTable) makeRoomLocked(now time.Time) {
 	var oldest string
 	for k, v := range st.m {
 		if !v.live(now) {
@@ -98,17 +176,21 @@ func (st *sessionTable) add(ss *session, now time.Time) string {
 	if len(st.m) >= maxSessions && oldest != "" {
 		st.dropLocked(oldest)
 	}
-	st.m[sessionKey(cookie)] = ss
-	st.saveLocked()
-	return cookie
 }
 
-// drop forgets the session of cookie (logout).
-func (st *sessionTable) drop(cookie string) {
+// drop forgets the session of cookie (logout), in the shared store too.
+func (st *sessionTable) drop(ctx context.Context, cookie string) error {
+	k := sessionKey(cookie)
+	if st.shared != nil {
+		if err := st.shared.DeleteWebSession(ctx, k); err != nil {
+			return fmt.Errorf("end the session in the store: %w", err)
+		}
+	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	st.dropLocked(sessionKey(cookie))
+	st.dropLocked(k)
 	st.saveLocked()
+	return nil
 }
 
 func (st *sessionTable) dropLocked(k string) {

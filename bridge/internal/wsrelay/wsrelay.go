@@ -89,15 +89,17 @@ func (e *RefusedError) Error() string { return "dial " + e.URL + ": " + e.Err.Er
 func (e *RefusedError) Unwrap() error { return e.Err }
 
 // Dial opens the WebSocket to the relay at addr (http:// or https://)
-// with the client's credential (the Authorization header of h) and sends
+// with the client's credential (the Authorization or Cookie header of h) and sends
 // it the client's hello. It blocks at most DialTimeout.
 func Dial(ctx context.Context, addr string, h http.Header, hello wire.Envelope) (*websocket.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, DialTimeout)
 	defer cancel()
 	u := strings.Replace(strings.Replace(addr, "https://", "wss://", 1), "http://", "ws://", 1) + wire.Path
 	fwd := http.Header{}
-	if a := h.Get("Authorization"); a != "" {
-		fwd.Set("Authorization", a)
+	for _, k := range []string{"Authorization", "Cookie"} {
+		if a := h.Get(k); a != "" {
+			fwd.Set(k, a)
+		}
 	}
 	up, resp, err := websocket.DefaultDialer.DialContext(ctx, u, fwd)
 	if err != nil {

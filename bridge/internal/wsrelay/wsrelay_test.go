@@ -55,13 +55,14 @@ func TestAddress(t *testing.T) {
 	}
 }
 
-// Dial sends the hello with the client's credential, and only that
-// credential, to the relay's WebSocket path.
+// Dial sends the hello with the client's credential (its Authorization
+// and a session cookie, as the caller gives them), and nothing else of
+// the header, to the relay's WebSocket path.
 func TestDial(t *testing.T) {
 	t.Parallel()
 	var up websocket.Upgrader
 	relay := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != wire.Path || r.Header.Get("Authorization") != "Bearer k" || r.Header.Get("Cookie") != "" {
+		if r.URL.Path != wire.Path || r.Header.Get("Authorization") != "Bearer k" || r.Header.Get("Cookie") != "session=x" || r.Header.Get("X-Other") != "" {
 			http.Error(w, "no", http.StatusUnauthorized)
 			return
 		}
@@ -77,7 +78,7 @@ func TestDial(t *testing.T) {
 	defer relay.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	h := http.Header{"Authorization": {"Bearer k"}, "Cookie": {"session=x"}}
+	h := http.Header{"Authorization": {"Bearer k"}, "Cookie": {"session=x"}, "X-Other": {"y"}}
 	c, err := wsrelay.Dial(ctx, relay.URL, h, wire.MustNew(wire.TypeHello, "t_1", "h", wire.Hello{Version: wire.Version, Thread: "t_1"}))
 	if err != nil {
 		t.Fatal(err)

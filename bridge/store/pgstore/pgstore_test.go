@@ -114,13 +114,13 @@ func TestMigrationsOnce(t *testing.T) {
 			t.Fatalf("open %d: %v", i, errs[i])
 		}
 		v, err := s.SchemaVersion(context.Background())
-		if err != nil || v != 3 {
-			t.Fatalf("schema version %d, %v; want 3", v, err)
+		if err != nil || v != 4 {
+			t.Fatalf("schema version %d, %v; want 4", v, err)
 		}
 		s.Close()
 	}
 	s := open(t, url, store.Options{})
-	if v, err := s.SchemaVersion(context.Background()); err != nil || v != 3 {
+	if v, err := s.SchemaVersion(context.Background()); err != nil || v != 4 {
 		t.Fatalf("after reopen: schema version %d, %v", v, err)
 	}
 }
