@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -16,7 +17,9 @@ import (
 // and deleted through bridge 1 — its sandbox goes. Before, bridge 1
 // answered 404 for the thread, listed none and could not delete it. A
 // request already passed on once is answered where it lands; a relay that
-// cannot be reached is answered 503 sandbox_unavailable naming it.
+// cannot be reached is answered 503 sandbox_unavailable naming it. Files
+// move through either bridge (before, bridge 1 answered an upload 502
+// "connect to that bridge").
 func TestStorePostgresThreadAPIThroughAnyBridge(t *testing.T) {
 	_, url := postgres(t)
 	envs := startBridges(t, 2, helloScript, "BOXWIRE_STORE="+url, "BOXWIRE_LEASE_TTL=30s")
@@ -39,6 +42,32 @@ func TestStorePostgresThreadAPIThroughAnyBridge(t *testing.T) {
 	if code := envs[0].api(http.MethodGet, "/v1/threads", nil, &own); code != http.StatusOK || len(own.Threads) != 1 || own.Threads[0].Relay != "" {
 		t.Errorf("list through bridge 0: %d %+v; want the thread, no relay named", code, own.Threads)
 	}
+	// Files move through bridge 1 too: passed on, streaming, with the
+	// download's trailer.
+	blob := strings.Repeat("0123456789abcdef", 1<<16) // 1 MiB
+	if code, body := envs[1].files(http.MethodPut, th.ID, "in/blob.txt", "", blob); code != http.StatusOK || !strings.Contains(body, `"count":1`) {
+		t.Fatalf("upload through bridge 1: %d %s", code, body)
+	}
+	for i, e := range envs {
+		if code, body := e.files(http.MethodGet, th.ID, "in/blob.txt", "format=raw", ""); code != http.StatusOK || body != blob {
+			t.Errorf("raw download through bridge %d: %d, %d bytes of %d", i, code, len(body), len(blob))
+		}
+	}
+	req, _ := http.NewRequest(http.MethodGet, envs[1].bridge.url+"/v1/threads/"+th.ID+"/files?path=in", nil)
+	req.Header.Set("Authorization", "Bearer "+envs[1].token)
+	if resp, err := (&http.Client{Timeout: turnTimeout}).Do(req); err != nil {
+		t.Errorf("tar download through bridge 1: %v", err)
+	} else {
+		n, _ := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || n <= int64(len(blob)) || !strings.Contains(resp.Trailer.Get("Boxwire-Results"), `"count":1,"bytes":1048576`) {
+			t.Errorf("tar download through bridge 1: %d, %d bytes, trailer %q", resp.StatusCode, n, resp.Trailer.Get("Boxwire-Results"))
+		}
+	}
+	if code, body := envs[1].files(http.MethodGet, th.ID, "nowhere", "format=raw", ""); code != http.StatusNotFound || !strings.Contains(body, "file_not_found") {
+		t.Errorf("a missing file through bridge 1: %d %s", code, body)
+	}
+
 	// Passed on once already: bridge 1 answers itself (it does not relay it).
 	if code := envs[1].apiWith(http.MethodGet, "/v1/threads/"+th.ID, map[string]string{"Boxwire-Forwarded-By": "elsewhere"}, nil); code != http.StatusNotFound {
 		t.Errorf("a passed-on request for another bridge's thread: %d, want 404 from the bridge it reached", code)
@@ -85,4 +114,29 @@ func (e *env) apiWith(method, path string, headers map[string]string, out any) i
 		_ = json.NewDecoder(resp.Body).Decode(out)
 	}
 	return resp.StatusCode
+}
+
+// files moves a file of thread through e's bridge (PUT with body, or GET
+// with the query q) and returns the status and the body.
+func (e *env) files(method, thread, path, q, body string) (int, string) {
+	e.t.Helper()
+	u := e.bridge.url + "/v1/threads/" + thread + "/files?path=" + path
+	if q != "" {
+		u += "&" + q
+	}
+	req, err := http.NewRequest(method, u, strings.NewReader(body))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+e.token)
+	resp, err := (&http.Client{Timeout: turnTimeout}).Do(req)
+	if err != nil {
+		e.t.Fatalf("%s %s: %v", method, u, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		e.t.Fatalf("%s %s: read: %v", method, u, err)
+	}
+	return resp.StatusCode, string(raw)
 }

@@ -78,12 +78,12 @@ func (s *Server) threadRoutes(mux *http.ServeMux) {
 	mux.Handle("POST /v1/threads", u.Auth(http.HandlerFunc(api.Create)))
 	mux.Handle("GET /v1/threads", u.Auth(http.HandlerFunc(api.List)))
 	// A thread another bridge relays is described, changed and deleted
-	// there (relayedHTTP, forwardhttp.go).
+	// there, and its files moved there (relayedHTTP, forwardhttp.go).
 	mux.Handle("GET /v1/threads/{id}", u.Auth(u.Owned(s.relayedHTTP(http.HandlerFunc(api.Get)))))
 	mux.Handle("DELETE /v1/threads/{id}", u.Auth(u.Owned(s.relayedHTTP(http.HandlerFunc(api.Delete)))))
 	mux.Handle("PATCH /v1/threads/{id}", u.Auth(u.Owned(s.relayedHTTP(u.Audited("thread.update", http.HandlerFunc(api.Patch))))))
 	mux.Handle("GET /v1/threads/{id}/events", u.Auth(u.Owned(u.Audited("thread.export", http.HandlerFunc(api.Export)))))
-	mux.Handle(wire.ThreadFilesPath, u.Auth(u.Owned(u.Audited("", http.HandlerFunc(s.serveFiles))))) // files.go
+	mux.Handle(wire.ThreadFilesPath, u.Auth(u.Owned(s.relayedHTTP(u.Audited("", http.HandlerFunc(s.serveFiles)))))) // files.go
 }
 
 var _ threadapi.Threads = threadsAPI{}
