@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
+
 	"github.com/boxwire/boxwire/bridge/wire"
 )
 
@@ -139,4 +141,45 @@ func (e *env) files(method, thread, path, q, body string) (int, string) {
 		e.t.Fatalf("%s %s: read: %v", method, u, err)
 	}
 	return resp.StatusCode, string(raw)
+}
+
+// A thread's ports are previewed through any bridge on a shared store by
+// the path form: the ports list, a file, a 1 MiB file and a WebSocket
+// through bridge 1 of a thread bridge 0 relays (passed on). Before,
+// bridge 1 answered 503: the thread had no running sandbox there.
+func TestStorePostgresPreviewThroughAnyBridge(t *testing.T) {
+	_, url := postgres(t)
+	envs := startBridges(t, 2, forwardScript(), "BOXWIRE_STORE="+url, "BOXWIRE_LEASE_TTL=30s")
+	s := envs[0].dial("")
+	id := s.conn.Thread()
+	if _, done := s.turn("serve the site"); done.Reason != wire.ReasonStop {
+		t.Fatalf("turn ended %q", done.Reason)
+	}
+	s.awaitPorts(8000, 8001)
+	via := envs[1]
+	var ports struct{ Ports []wire.Port }
+	if code, raw := via.call(via.token, http.MethodGet, "/v1/threads/"+id+"/ports", nil); code != http.StatusOK || json.Unmarshal(raw, &ports) != nil || len(ports.Ports) < 2 {
+		t.Fatalf("ports through bridge 1: %d %s", code, raw)
+	}
+	if code, body := previewGet(t, via.bridge.url, "/v1/threads/"+id+"/ports/8000/hello.txt", "", via.token); code != http.StatusOK || body != "preview works\n" {
+		t.Fatalf("path form through bridge 1: %d %q", code, body)
+	}
+	direct, a := previewGet(t, envs[0].bridge.url, "/v1/threads/"+id+"/ports/8000/blob.bin", "", envs[0].token)
+	code, b := previewGet(t, via.bridge.url, "/v1/threads/"+id+"/ports/8000/blob.bin", "", via.token)
+	if direct != http.StatusOK || code != http.StatusOK || len(b) != 1<<20 || a != b {
+		t.Fatalf("1 MiB through bridge 1: %d, %d bytes, same as through bridge 0: %v", code, len(b), a == b)
+	}
+	d := websocket.Dialer{HandshakeTimeout: startTimeout}
+	ws, _, err := d.Dial("ws"+strings.TrimPrefix(via.bridge.url, "http")+"/v1/threads/"+id+"/ports/8001/ws", http.Header{"Authorization": {"Bearer " + via.token}})
+	if err != nil {
+		t.Fatalf("WebSocket through bridge 1: %v", err)
+	}
+	defer ws.Close()
+	if err := ws.WriteMessage(websocket.TextMessage, []byte("reload?")); err != nil {
+		t.Fatal(err)
+	}
+	_ = ws.SetReadDeadline(time.Now().Add(turnTimeout))
+	if _, data, err := ws.ReadMessage(); err != nil || string(data) != "echo: reload?" {
+		t.Fatalf("WebSocket through bridge 1: echo %q %v", data, err)
+	}
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // relayedHTTP passes a request about thread {id} (describe, change,
-// delete, move files) to the bridge on the shared store that relays the thread (holds
+// delete, move files, preview its ports by the path form) to the bridge on the shared store that relays the thread (holds
 // its unexpired lease; forward.PassOn), whose answer becomes this one: the
 // thread's live state — its sandbox, clients, egress rules — is there, and
 // so is the thread to delete. A thread this bridge relays, or no bridge

@@ -170,7 +170,9 @@ func (s *Server) fleetConfig() fleet.Config {
 func (s *Server) Handler() http.Handler {
 	mux, u := http.NewServeMux(), s.users
 	pv, guard := s.newPreview() // ports, preview URLs, public links, forwards (preview.go)
-	pv.Routes(mux, guard)
+	// A thread another bridge relays is previewed there (forwardhttp.go);
+	// its host form and public links are this bridge's own.
+	pv.Routes(mux, func(h http.Handler) http.Handler { return guard(s.relayedHTTP(h)) })
 	mux.HandleFunc("GET /readyz", readiness.Handler(readiness.Checks{Store: s.db.Ping, Engine: s.cfg.Manager.Ping})) // bridge/readiness
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
