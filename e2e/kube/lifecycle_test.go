@@ -325,7 +325,12 @@ func TestKubePodOOMKilled(t *testing.T) {
 		}
 		seen[ev.Type] = true
 	}
-	t.Logf("sandbox_exited %+v; tool_result %s %q; turn_done %s", exit, result.Status, result.Error, done.Reason)
+	code := -1
+	if exit.ExitCode != nil {
+		code = *exit.ExitCode
+	}
+	t.Logf("sandbox_exited %s, exit code %d, oom_killed %v, %q; tool_result %s %q; turn_done %s",
+		exit.Reason, code, exit.OOMKilled, exit.Message, result.Status, result.Error, done.Reason)
 	if exit.Reason != wire.ExitOOM || !exit.OOMKilled || !strings.Contains(exit.Message, "killed for running out of memory") {
 		t.Fatalf("sandbox_exited %+v, want oom with the kubelet's OOMKilled", exit)
 	}
