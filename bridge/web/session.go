@@ -113,28 +113,45 @@ func (st *sessionTable) get(ctx context.Context, cfg *Config, cookie string, now
 		st.log.Warn("read a browser session from the store", "err", err)
 		return nil, false
 	}
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	cur := st.m[k]
-	switch {
-	case !ok: // ended through another bridge, or never made
-		if cur != nil {
-			st.dropLocked(k)
-		}
-		return nil, false
-	case cur != nil:
-		cur.checked = now
-		return cur, true
+	if cur, known := st.recheck(k, ok, now); known || !ok {
+		return cur, known
 	}
+	// A session made through another bridge: checked outside the lock
+	// (the check reads the store).
 	got := &session{}
 	if err := json.Unmarshal(data, got); err != nil || !now.Before(got.Expires) || !cfg.stillValid(ctx, got, now) {
 		return nil, false
 	}
 	got.checked = now
 	got.gone, got.unwatch = cfg.Auth.Watch(got.P)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if cur := st.m[k]; cur != nil { // another request took it in meanwhile
+		got.unwatch()
+		return cur, true
+	}
 	st.makeRoomLocked(now)
 	st.m[k] = got
 	return got, true
+}
+
+// recheck applies what the shared store said of the session under k
+// (there: inStore) to the one this bridge holds, if any: it is dropped
+// when the store has it no more, else marked checked at now and returned
+// (known).
+func (st *sessionTable) recheck(k string, inStore bool, now time.Time) (ss *session, known bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	cur := st.m[k]
+	switch {
+	case cur == nil:
+		return nil, false
+	case !inStore: // ended through another bridge
+		st.dropLocked(k)
+		return nil, false
+	}
+	cur.checked = now
+	return cur, true
 }
 
 // add keeps ss under a new random cookie value, which it returns,
