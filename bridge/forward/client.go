@@ -70,18 +70,13 @@ type Client struct {
 }
 
 // NewClient makes the forwarded client of conn, whose hello (with id
-// helloID) named a thread another bridge relays; header carries the
-// client's credential, which is sent to the relay: its Authorization, or
-// a browser's session Cookie (the bridges share the store's keys and
-// browser sessions). Dial its first
-// upstream, then Serve it.
+// helloID) named a thread another bridge relays; header is the client's
+// credential to send to the relay (web.RelayCredential: its
+// Authorization, or a browser's session cookie; the bridges share the
+// store's keys and browser sessions). Dial its first upstream, then
+// Serve it.
 func (h *Hub) NewClient(conn *websocket.Conn, hello wire.Hello, helloID string, header http.Header, log *slog.Logger) *Client {
-	auth := http.Header{}
-	for _, h := range []string{"Authorization", "Cookie"} { // a bearer credential, or a browser's session
-		if a := header.Get(h); a != "" {
-			auth.Set(h, a)
-		}
-	}
+	auth := header.Clone()
 	if log == nil {
 		log = h.log
 	}
