@@ -2,7 +2,9 @@ package e2e_test
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -18,7 +20,8 @@ import (
 // in through bridge 1, the browser reads a thread bridge 0 relays through
 // bridge 1 (the request passed on with its cookie), runs a turn in it
 // over a WebSocket to bridge 1 (forwarded to bridge 0 with its cookie),
-// and, logged out through bridge 0, is refused by bridge 1 too. Before,
+// and, logged out through bridge 0, is refused by bridge 1 too, and the
+// WebSockets it opened through either bridge close (1008). Before,
 // sessions were each bridge's own: bridge 0 refused the cookie bridge 1
 // made, so a browser behind a load balancer, or on a thread another
 // bridge relays, got 401.
@@ -70,8 +73,21 @@ func TestStorePostgresBrowserSessionThroughAnyBridge(t *testing.T) {
 		t.Errorf("the turn said %q", said)
 	}
 
+	// Connections the session opened: c (bridge 1, forwarded to bridge 0),
+	// one to bridge 0 itself, one to bridge 1 for a thread bridge 1 relays.
+	direct := browserWS(t, envs[0], cookie, th.ID)
+	defer direct.Close()
+	th1 := envs[1].createThread(wire.CreateThread{})
+	other := browserWS(t, envs[1], cookie, th1.ID)
+	defer other.Close()
+
 	if code := browserCall(t, envs[0], http.MethodPost, "/v1/logout", cookie, csrf, nil); code != http.StatusNoContent {
 		t.Fatalf("logout through bridge 0: %d", code)
+	}
+	for name, ws := range map[string]*websocket.Conn{"forwarded through bridge 1": c, "to bridge 0": direct, "to bridge 1, its own thread": other} {
+		if code := closeCodeOf(ws, 30*time.Second); code != websocket.ClosePolicyViolation {
+			t.Errorf("the session's WebSocket %s after the logout: close %d, want 1008", name, code)
+		}
 	}
 	waitFor(t, "bridge 1 to refuse the session ended through bridge 0", func() bool {
 		return browserCall(t, envs[1], http.MethodGet, "/v1/login", cookie, "", nil) == http.StatusUnauthorized
@@ -151,4 +167,25 @@ func browserWS(t *testing.T, e *env, cookie *http.Cookie, thread string) *websoc
 		t.Fatalf("hello over the browser WebSocket: %s %s %v", env.Type, env.Data, err)
 	}
 	return c
+}
+
+// closeCodeOf reads ws until it closes, at most within, and returns its
+// close code (0 when it did not close, -1 when it ended without one).
+func closeCodeOf(ws *websocket.Conn, within time.Duration) int {
+	_ = ws.SetReadDeadline(time.Now().Add(within))
+	for {
+		_, _, err := ws.ReadMessage()
+		if err == nil {
+			continue
+		}
+		var ce *websocket.CloseError
+		if errors.As(err, &ce) {
+			return ce.Code
+		}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return 0
+		}
+		return -1
+	}
 }

@@ -127,7 +127,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.Join(fmt.Errorf("server: %w", err), db.Close())
 	}
 	s.users = users.New(users.Config{Authn: authn, Authenticate: s.web.Authenticate, Forbidden: web.ErrCSRF,
-		Threads: threadDirectory{s}, Limits: cfg.UserLimits})
+		Threads: threadDirectory{s}, Limits: cfg.UserLimits, Sessions: s.web})
 	s.fo = s.newFailover() // failover.go
 	if s.fleet, err = fleet.New(s.fleetConfig()); err != nil {
 		cancel()

@@ -1,6 +1,7 @@
 package users
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"sync"
@@ -31,7 +32,13 @@ func (u *Users) Auth(next http.Handler) http.Handler {
 			httpjson.Error(w, http.StatusUnauthorized, wire.CodeUnauthorized, "missing or wrong bearer token")
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(WithPrincipal(r.Context(), p)))
+		ctx := WithPrincipal(r.Context(), p)
+		if u.cfg.Sessions != nil {
+			if k := u.cfg.Sessions.SessionOf(r); k != "" {
+				ctx = context.WithValue(ctx, sessionKey{}, k)
+			}
+		}
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -82,6 +83,33 @@ type Config struct {
 	// Limits are the limits of users who have none of their own; zero
 	// means no limit. Admins have none.
 	Limits auth.Limits
+	// Sessions, when set, are the browser sessions (web.Sessions): a
+	// connection a session opened ends when the session does (Watch), and
+	// Recheck rechecks them too.
+	Sessions Sessions
+}
+
+// Sessions are the browser sessions as Users needs them (web.Sessions).
+type Sessions interface {
+	// SessionOf returns the key of the session r is authenticated by, or
+	// "" when r is not authenticated by one.
+	SessionOf(r *http.Request) string
+	// WatchSession calls end, which must not block, once the session
+	// under key ends; stop ends the watch.
+	WatchSession(key string, end func()) (stop func())
+	// Recheck ends the sessions ended through another bridge and returns
+	// how many.
+	Recheck(ctx context.Context) (int, error)
+}
+
+// sessionKey is the context key of the browser session a request came
+// with (Auth).
+type sessionKey struct{}
+
+// sessionOf returns the browser session key ctx carries ("" for none).
+func sessionOf(ctx context.Context) string {
+	k, _ := ctx.Value(sessionKey{}).(string)
+	return k
 }
 
 // Users applies identity, ownership and quotas; make it with New.
@@ -142,13 +170,18 @@ func (u *Users) Record(ctx context.Context, action, thread, detail, remote strin
 func (u *Users) Watch(ctx context.Context, end func()) (stop func()) {
 	var mu sync.Mutex
 	stopped := false
-	unwatch := u.cfg.Authn.WatchFunc(PrincipalOf(ctx), func() {
+	guarded := func() {
 		mu.Lock()
 		defer mu.Unlock()
 		if !stopped {
 			end()
 		}
-	})
+	}
+	unwatch := u.cfg.Authn.WatchFunc(PrincipalOf(ctx), guarded)
+	if k := sessionOf(ctx); k != "" && u.cfg.Sessions != nil { // and the browser session's end (logout, expiry)
+		unwatchKey, unwatchSession := unwatch, u.cfg.Sessions.WatchSession(k, guarded)
+		unwatch = func() { unwatchKey(); unwatchSession() }
+	}
 	stopAfter := context.AfterFunc(ctx, unwatch)
 	return func() {
 		stopAfter()
@@ -160,9 +193,18 @@ func (u *Users) Watch(ctx context.Context, end func()) (stop func()) {
 }
 
 // Recheck ends the watches of keys revoked or deleted elsewhere since
-// (auth.Authenticator.Recheck: through another bridge on a shared store):
-// their connections end as if revoked here. It returns how many keys.
-func (u *Users) Recheck(ctx context.Context) (int, error) { return u.cfg.Authn.Recheck(ctx) }
+// (auth.Authenticator.Recheck: through another bridge on a shared store),
+// and of browser sessions ended there (Config.Sessions): their
+// connections end as if revoked here. It returns how many keys and
+// sessions.
+func (u *Users) Recheck(ctx context.Context) (int, error) {
+	n, err := u.cfg.Authn.Recheck(ctx)
+	if u.cfg.Sessions != nil {
+		m, serr := u.cfg.Sessions.Recheck(ctx)
+		n, err = n+m, errors.Join(err, serr)
+	}
+	return n, err
+}
 
 // quotaExceeded is the error of a request over the caller's limits.
 func quotaExceeded(format string, args ...any) error {

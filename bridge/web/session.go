@@ -34,6 +34,22 @@ type session struct {
 	gone    <-chan struct{} // closed when the credentials are revoked
 	unwatch func()
 	checked time.Time // when it was last read from the shared store (sessionTable.shared)
+
+	// Under the table's lock: the connections the session opened that end
+	// with it (WatchSession), and whether it ended.
+	watchers  map[int]func()
+	nextWatch int
+	ended     bool
+}
+
+// endLocked marks ss ended and tells its watchers; with the table's lock
+// held (a watcher must not block).
+func (ss *session) endLocked() {
+	ss.ended = true
+	for _, end := range ss.watchers {
+		end()
+	}
+	ss.watchers = nil
 }
 
 // live reports whether ss may be used at now.
@@ -210,10 +226,24 @@ func (st *sessionTable) drop(ctx context.Context, cookie string) error {
 	return nil
 }
 
+// dropLocked forgets the session under k, ending the connections it
+// opened. Called with st.mu held.
 func (st *sessionTable) dropLocked(k string) {
 	if ss := st.m[k]; ss != nil {
 		ss.unwatch()
+		ss.endLocked()
 		delete(st.m, k)
+	}
+}
+
+// expire forgets ss, the session under k, when it is still there: its
+// expiry came (a connection's watch, WatchSession).
+func (st *sessionTable) expire(k string, ss *session) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.m[k] == ss {
+		st.dropLocked(k)
+		st.saveLocked()
 	}
 }
 

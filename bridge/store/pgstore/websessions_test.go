@@ -61,6 +61,13 @@ func TestWebSessionRows(t *testing.T) {
 // server, with /whoami saying who a request comes from.
 func sessionsBridge(t *testing.T, url, token string) *httptest.Server {
 	t.Helper()
+	_, hs := sessionsOf(t, url, token)
+	return hs
+}
+
+// sessionsOf is sessionsBridge with its sessions.
+func sessionsOf(t *testing.T, url, token string) (*web.Sessions, *httptest.Server) {
+	t.Helper()
 	db := open(t, url, store.Options{})
 	authn, err := auth.New(auth.Config{AdminToken: token, Store: db.Accounts()})
 	if err != nil {
@@ -82,7 +89,7 @@ func sessionsBridge(t *testing.T, url, token string) *httptest.Server {
 	})
 	hs := httptest.NewServer(mux)
 	t.Cleanup(func() { hs.Close(); s.Close() })
-	return hs
+	return s, hs
 }
 
 // call sends method path to hs with cookie c (and the CSRF token when
@@ -169,6 +176,39 @@ func TestWebSessionsSharedByBridges(t *testing.T) {
 	}
 	if code, _ := call(t, b, http.MethodGet, "/whoami", "", cookie, ""); code != http.StatusUnauthorized {
 		t.Errorf("bridge b takes the session it ended: %d", code)
+	}
+}
+
+// A connection one bridge watches the session of ends when the session
+// is logged out through another bridge, at the watching bridge's next
+// Recheck (its lease tick calls it); a Recheck with nothing ended ends
+// nothing.
+func TestWebSessionWatchEndsAtRecheck(t *testing.T) {
+	t.Parallel()
+	url := newDatabase(t)
+	const token = "tok-session-watch"
+	a, ahs := sessionsOf(t, url, token)
+	_, bhs := sessionsOf(t, url, token)
+	_, value := call(t, ahs, http.MethodPost, "/v1/login", `{"key":"`+token+`"}`, nil, "")
+	cookie := &http.Cookie{Name: web.SessionCookie, Value: value}
+	req, _ := http.NewRequest(http.MethodGet, "/", nil)
+	req.AddCookie(cookie)
+	ended := make(chan struct{})
+	a.WatchSession(a.SessionOf(req), func() { close(ended) })
+	if n, err := a.Recheck(context.Background()); n != 0 || err != nil {
+		t.Fatalf("a recheck with the session live: %d ended, %v", n, err)
+	}
+	_, info := call(t, bhs, http.MethodGet, "/v1/login", "", cookie, "")
+	if code, _ := call(t, bhs, http.MethodPost, "/v1/logout", "", cookie, between(info, `"csrf":"`, `"`)); code != http.StatusNoContent {
+		t.Fatalf("logout through b: %d", code)
+	}
+	if n, err := a.Recheck(context.Background()); n != 1 || err != nil {
+		t.Fatalf("a recheck after the logout through b: %d ended, %v; want 1", n, err)
+	}
+	select {
+	case <-ended:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the watched connection was not ended")
 	}
 }
 
