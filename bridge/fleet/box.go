@@ -16,6 +16,7 @@ import (
 
 	"github.com/boxwire/boxwire/bridge/boxdir"
 	"github.com/boxwire/boxwire/bridge/fleet/boxproxy"
+	"github.com/boxwire/boxwire/bridge/fleet/greet"
 	"github.com/boxwire/boxwire/bridge/sandbox"
 	"github.com/boxwire/boxwire/bridge/wire"
 )
@@ -47,6 +48,9 @@ type Box struct {
 	// thread's; thread names the thread that took it (set at claim).
 	pooled bool
 	thread string
+	// held: a pooled sandbox's agent connection, greeted under its future
+	// thread's id, set before the pool offers it, taken by the claim.
+	held *greet.Held
 	// foreign: another bridge made the sandbox (its owner label), and this
 	// one took it over (handover.go).
 	foreign bool
@@ -152,6 +156,12 @@ type Options struct {
 
 func boxKey(scope wire.Scope, name string) string { return string(scope) + ":" + name }
 
+// NewThreadID returns a new random thread id, t_ and 12 hex digits.
+func NewThreadID() string {
+	id, _ := newBoxID("t_") // crypto/rand never fails
+	return id
+}
+
 func newBoxID(prefix string) (string, error) {
 	b := make([]byte, 6)
 	if _, err := rand.Read(b); err != nil {
@@ -176,6 +186,10 @@ func (f *Fleet) Acquire(ctx context.Context, o Options, threadID string) (*Box, 
 			return b, conn, nil
 		}
 	}
+	return f.acquireGreeted(ctx, o, threadID)
+}
+
+func (f *Fleet) acquireGreeted(ctx context.Context, o Options, threadID string) (*Box, *websocket.Conn, error) {
 	b, err := f.acquireBox(ctx, o, threadID)
 	if err != nil {
 		return nil, nil, err
@@ -187,6 +201,20 @@ func (f *Fleet) Acquire(ctx context.Context, o Options, threadID string) (*Box, 
 		return nil, nil, err
 	}
 	return b, conn, nil
+}
+
+// AcquireNew is Acquire for a new thread whose id it chooses (returned
+// first): a pooled sandbox's, whose agent was greeted under it (pool.go),
+// else NewThreadID.
+func (f *Fleet) AcquireNew(ctx context.Context, o Options) (string, *Box, *websocket.Conn, error) {
+	if o.boxID == "" {
+		if b, conn := (poolHost{f}).claim(ctx, o, ""); b != nil {
+			return b.thread, b, conn, nil
+		}
+	}
+	id := NewThreadID()
+	b, conn, err := f.acquireGreeted(ctx, o, id)
+	return id, b, conn, err
 }
 
 // acquireBox returns the running sandbox for o, creating it when needed

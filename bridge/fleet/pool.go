@@ -17,7 +17,9 @@ import (
 
 // A pooled sandbox's labels say so (find.LabelPool): its box id (p_…) is
 // not its thread's id, and until a thread takes it no label, environment
-// variable or socket names one (docs/pool.md).
+// variable or socket names one (docs/pool.md). Only its agent knows the
+// id its thread will have: the pool greets it under that id and keeps the
+// connection open (greet.Held), so the claim is one round trip on it.
 
 // errPoolStale ends the claim of a pooled sandbox whose image was rebuilt
 // since it started (the claim's own look found it): the sandbox is removed
@@ -51,11 +53,12 @@ func (h poolHost) New(key warm.Key) (*Box, error) {
 }
 
 // Start creates b's sandbox and waits for its agent's hello (posture
-// checked), then closes that connection: the sandbox has no LLM token, no
-// proxies and no thread until a thread takes it (poolHost.claim). It asks
-// the engine, not only the books, whether there is room first: a
-// thread's sandbox leaves f.boxes before its removal ends, and the pool
-// must not take that room early.
+// checked) under the id of the thread that will take it (NewThreadID),
+// then holds that connection open (greet.Held) for the claim: the sandbox
+// has no LLM token, no proxies and no thread until a thread takes it
+// (poolHost.claim). It asks the engine, not only the books, whether there
+// is room first: a thread's sandbox leaves f.boxes before its removal
+// ends, and the pool must not take that room early.
 func (h poolHost) Start(ctx context.Context, b *Box) (err error) {
 	f := h.f
 	if err := h.engineRoom(ctx); err != nil {
@@ -74,18 +77,22 @@ func (h poolHost) Start(ctx context.Context, b *Box) (err error) {
 		return fmt.Errorf("create sandbox: %w", err)
 	}
 	b.res.sandboxID = sb.ID
-	f.rep.recordImage(ctx, b)                                // lifecycle.go: a rebuild of its image drains it (warm.Pool.DrainStale)
-	conn, _, err := b.res.greet(ctx, f.greeter, b.id, false) // no token until a thread takes it
+	f.rep.recordImage(ctx, b) // lifecycle.go: a rebuild of its image drains it (warm.Pool.DrainStale)
+	thread := NewThreadID()
+	conn, _, err := b.res.greet(ctx, f.greeter, thread, false) // no token until a thread takes it
 	if err != nil {
 		return err
 	}
-	_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, "pooled"), time.Now().Add(greet.WriteWait))
-	conn.Close()
+	b.held = f.greeter.Hold(conn, thread) // before the pool offers b: no lock needed
 	return nil
 }
 
-// Remove removes b's sandbox, volume and folders.
+// Remove removes b's sandbox, volume and folders, and ends the
+// connection held for its claim.
 func (h poolHost) Remove(ctx context.Context, b *Box) error {
+	if b.held != nil { // the pool removes only sandboxes no thread took
+		b.held.Close()
+	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
 	return b.res.remove(cctx, h.f.cfg.Manager)
@@ -159,14 +166,15 @@ func poolLabels(b *Box, l map[string]string) {
 	}
 }
 
-// claim gives the new thread threadID a ready pooled sandbox that
-// matches o, bound to it (see bind), or returns nil when there is
-// none (the caller creates one; the pool is asked to fill for o either
-// way). A pooled sandbox that fails to bind is removed and the next one
-// tried. It blocks for the claim's round trips, bounded by greet.HelloTimeout.
+// claim gives the new thread threadID ("": the id the sandbox's agent was
+// greeted under, then b.thread) a ready pooled sandbox that matches o,
+// bound to it (see bind), or returns nil when there is none (the caller
+// creates one; the pool is asked to fill for o either way). A pooled
+// sandbox that fails to bind is removed and the next one tried. It blocks
+// for the claim's round trip(s), bounded by greet.HelloTimeout.
 func (h poolHost) claim(ctx context.Context, o Options, threadID string) (*Box, *websocket.Conn) {
 	f := h.f
-	log := f.log.With("thread", threadID)
+	log := f.log
 	if f.cfg.Pool <= 0 || o.scope != wire.ScopeThread {
 		return nil, nil
 	}
@@ -174,13 +182,14 @@ func (h poolHost) claim(ctx context.Context, o Options, threadID string) (*Box, 
 	defer learned()
 	for ctx.Err() == nil {
 		start := time.Now()
-		b := h.take(warm.Key{Image: o.image, Runtime: o.runtime}, threadID, o.idleTTL)
+		b, held := h.take(warm.Key{Image: o.image, Runtime: o.runtime}, threadID, o.idleTTL)
 		if b == nil {
 			f.pool.Wake()
 			return nil, nil
 		}
+		log := log.With("thread", b.thread)
 		f.rules.set(b, o.egress) // egress.go: the thread's rules, before its proxy serves
-		conn, err := h.bind(ctx, b, threadID)
+		conn, err := h.bind(ctx, b, held)
 		if learned(); err == nil && h.staleBuild(b) { // the image was rebuilt: not this one
 			conn.Close()
 			err = errPoolStale
@@ -208,49 +217,71 @@ func (h poolHost) claim(ctx context.Context, o Options, threadID string) (*Box, 
 const refillDelay = 50 * time.Millisecond
 
 // take moves the oldest ready sandbox of key not on an older build
-// into the fleet's boxes for threadID, not ready until bound. The pool
-// records the demand for key even when it has none; the caller wakes
-// the filler.
-func (h poolHost) take(key warm.Key, threadID string, idleTTL time.Duration) *Box {
+// into the fleet's boxes for threadID ("": the id its agent was greeted
+// under), not ready until bound, and hands over the connection held for
+// its claim (nil when it has none). The pool records the demand for key even
+// when it has none; the caller wakes the filler.
+func (h poolHost) take(key warm.Key, threadID string, idleTTL time.Duration) (*Box, *greet.Held) {
 	f := h.f
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
-		return nil
+		return nil, nil
 	}
 	if max := f.cfg.MaxSandboxes; max > 0 && len(f.boxes) >= max {
 		f.pool.WantLocked(key)
-		return nil // acquireBox answers ErrLimit
+		return nil, nil // acquireBox answers ErrLimit
 	}
 	// A sandbox on an older build of its image stays for the filler to
 	// remove, and the thread gets a new one.
 	b, ok := f.pool.TakeLocked(key, func(b *Box) bool { return !f.roll.Stale(b.image, b.imageID) })
 	if !ok {
-		return nil
+		return nil, nil
+	}
+	held := b.held
+	b.held = nil
+	switch {
+	case threadID == "" && held != nil:
+		threadID = held.Thread()
+	case threadID == "":
+		threadID = NewThreadID()
 	}
 	b.key = boxKey(wire.ScopeThread, threadID)
 	b.thread, b.idleTTL, b.lastUsed = threadID, idleTTL, time.Now()
 	b.joining = 1                 // until the thread's Started
 	b.ready = make(chan struct{}) // closed by claimPooled once bound
 	f.boxes[b.key] = b
-	return b
+	return b, held
 }
 
-// bind binds a taken pooled sandbox to threadID: it serves the LLM
-// and egress proxies in the sandbox's own socket folder, greets the agent
-// with the thread's id and sends the claim with the LLM token right
-// behind the hello (greet.Greeter.Claim: the pool's greeting checked this
-// agent's posture). It returns the greeted connection.
-func (h poolHost) bind(ctx context.Context, b *Box, threadID string) (conn *websocket.Conn, err error) {
+// bind binds a taken pooled sandbox to its thread (b.thread): it serves
+// the LLM and egress proxies in the sandbox's socket folder and claims the
+// agent on held, greeted under the thread's id (greet.Held.Claim: one
+// round trip) or, without it (none, another id, ended), on a new greeting
+// with the claim right behind the hello (greet.Greeter.Claim). It returns
+// the claimed connection; held is closed or given to it.
+func (h poolHost) bind(ctx context.Context, b *Box, held *greet.Held) (*websocket.Conn, error) {
 	f := h.f
-	log := f.log.With("thread", threadID)
-	if b.res.proxy, err = f.px.ServeLLM(b.res.dirs, log); err != nil {
+	log := f.log.With("thread", b.thread)
+	var err error
+	if b.res.proxy, err = f.px.ServeLLM(b.res.dirs, log); err == nil {
+		b.res.egress, err = f.px.ServeEgress(b.res.dirs, log)
+	}
+	if held != nil && (err != nil || held.Thread() != b.thread) {
+		held.Close()
+		held = nil
+	}
+	if err != nil {
 		return nil, err
 	}
-	if b.res.egress, err = f.px.ServeEgress(b.res.dirs, log); err != nil {
-		return nil, err
+	if held != nil {
+		conn, err := held.Claim(ctx, b.id)
+		if !errors.Is(err, greet.ErrHeldGone) {
+			return conn, err
+		}
+		log.Info("the connection held for the claim ended; greeting the agent again", "box", b.id, "err", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, greet.HelloTimeout)
 	defer cancel()
-	return b.res.claim(ctx, f.greeter, threadID)
+	return b.res.claim(ctx, f.greeter, b.thread)
 }

@@ -2,9 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"fmt"
 	"time"
 
 	"github.com/boxwire/boxwire/bridge/approval"
@@ -13,7 +10,7 @@ import (
 )
 
 // createThread makes a new thread for req: it validates req, has the fleet
-// find or create the sandbox and greet its agent (fleet.Acquire) and
+// find or create the sandbox and greet its agent (fleet.AcquireNew, which names it) and
 // registers the thread. It blocks until the agent answers (at most the
 // fleet's agent timeout) or ctx ends. On failure a sandbox made for this
 // thread alone is removed.
@@ -33,16 +30,12 @@ func (s *Server) createThread(ctx context.Context, req wire.CreateThread) (*thre
 	if err := checkThreadMCP(req.MCP); err != nil { // mcpservers.go
 		return nil, err
 	}
-	id, err := newThreadID()
+	o = s.fleet.WithSuspendedWorkspace(ctx, o)     // an assistant takes its suspended workspace back
+	id, b, conn, err := s.fleet.AcquireNew(ctx, o) // the id too: a pooled sandbox's agent knows it already
 	if err != nil {
 		return nil, err
 	}
 	log := s.log.With("thread", id)
-	o = s.fleet.WithSuspendedWorkspace(ctx, o) // an assistant takes its suspended workspace back
-	b, conn, err := s.fleet.Acquire(ctx, o, id)
-	if err != nil {
-		return nil, err
-	}
 	defer s.fleet.Started(b) // the reaper left b alone while the thread started
 	t := newThread(s, id, conn, b, 0, log)
 	t.gate.SetPolicy(pol)
@@ -63,12 +56,4 @@ func (s *Server) createThread(ctx context.Context, req wire.CreateThread) (*thre
 	t.shutdown(wire.Envelope{})
 	s.fleet.Abandon(ctx, b)
 	return nil, err
-}
-
-func newThreadID() (string, error) {
-	b := make([]byte, 6)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("thread id: %w", err)
-	}
-	return "t_" + hex.EncodeToString(b), nil
 }

@@ -307,23 +307,34 @@ func (g *Greeter) awaitClaimed(conn *websocket.Conn) error {
 		return err
 	}
 	defer conn.SetReadDeadline(time.Time{})
+	return readUntilClaimed(conn, nil)
+}
+
+// readUntilClaimed reads conn's messages until the agent's claimed (nil)
+// or its refusal, dropping others (an agent sends none of its own before
+// its claim). sent, when not nil, reports whether the claim was sent yet:
+// a claimed before it is the agent's error, an error message before it
+// is dropped.
+func readUntilClaimed(conn *websocket.Conn, sent func() bool) error {
 	for {
 		_, r, err := conn.NextReader()
 		if err != nil {
 			return fmt.Errorf("read claimed: %w", err)
 		}
 		env, err := wire.ReadMessage(r, wire.MaxMessageBytes)
+		claimSent := sent == nil || sent()
 		switch {
 		case err != nil:
 			return fmt.Errorf("read claimed: %w", err)
+		case env.Type == wire.TypeClaimed && !claimSent:
+			return errors.New("agent answered claimed before any claim")
 		case env.Type == wire.TypeClaimed:
 			return nil
-		case env.Type == wire.TypeError:
+		case env.Type == wire.TypeError && claimSent:
 			var werr wire.Error
 			_ = env.Decode(&werr)
 			return fmt.Errorf("agent refused the claim: %w", werr)
 		}
-		// an event of the agent's own (none is expected before the claim)
 	}
 }
 
