@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -171,16 +172,23 @@ func percentileMS(ds []time.Duration, p float64) float64 {
 // each round so neither side always runs warm, and returns their timings.
 func interleave(t *testing.T, rounds int, a, b func() time.Duration) (as, bs []time.Duration) {
 	t.Helper()
+	out := interleaveAll(t, rounds, a, b)
+	return out[0], out[1]
+}
+
+// interleaveAll runs every side once a round for rounds, the round's first
+// side moving on by one each round (for two sides: swapping), and returns
+// each side's timings in the order of sides.
+func interleaveAll(t *testing.T, rounds int, sides ...func() time.Duration) [][]time.Duration {
+	t.Helper()
+	out := make([][]time.Duration, len(sides))
 	for i := range rounds {
-		if i%2 == 0 {
-			as = append(as, a())
-			bs = append(bs, b())
-		} else {
-			bs = append(bs, b())
-			as = append(as, a())
+		for j := range sides {
+			k := (i + j) % len(sides)
+			out[k] = append(out[k], sides[k]())
 		}
 	}
-	return as, bs
+	return out
 }
 
 // rssKiB reads VmRSS of a process on this host from /proc.
@@ -204,4 +212,18 @@ func statusKiB(t *testing.T, sc *bufio.Scanner, key string) int64 {
 	}
 	t.Fatalf("no %s line", key)
 	return 0
+}
+
+// startProcess starts cmd, its standard error the test's, and has it
+// killed and waited for when the test ends; what names it in a failure.
+func startProcess(t *testing.T, cmd *exec.Cmd, what string) {
+	t.Helper()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", what, err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
 }

@@ -147,14 +147,7 @@ func startRefBridge(t *testing.T, size int) *refBridge {
 	addr := l.Addr().String()
 	l.Close()
 	cmd := exec.Command(bin, "-addr", addr, "--", "head", "-c", strconv.Itoa(size), "/dev/zero")
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start the reference bridge: %v", err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
+	startProcess(t, cmd, "the reference bridge")
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		c, err := net.Dial("tcp", addr)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -72,21 +73,61 @@ func benchRelay(t *testing.T, e *env, r *report) {
 	s := e.dial("")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	direct, err := chat.Dial(ctx, chat.Config{URL: "unix:" + e.agentSocket(s.conn.Thread()), Thread: s.conn.Thread()})
+	sock := e.agentSocket(s.conn.Thread())
+	direct, err := chat.Dial(ctx, chat.Config{URL: "unix:" + sock, Thread: s.conn.Thread()})
 	if err != nil {
 		t.Fatalf("dial the agent directly: %v", err)
 	}
 	defer direct.Close()
+	// The floor: the same connection to the agent through a process that
+	// only copies bytes (e2e/cmd/hopcopy), so the relay's cost is seen
+	// beside what any hop through another process costs on this machine.
+	copied, err := chat.Dial(ctx, chat.Config{URL: "unix:" + sock, Thread: s.conn.Thread(), NetDialContext: startHopCopy(t, sock)})
+	if err != nil {
+		t.Fatalf("dial the agent through hopcopy: %v", err)
+	}
+	defer copied.Close()
 	ping := func(c *chat.Conn) func() time.Duration { return timedPing(t, ctx, c) }
-	for range 100 { // warm up both paths
+	for range 100 { // warm up the paths
 		ping(s.conn)()
 		ping(direct)()
+		ping(copied)()
 	}
-	via, straight := interleave(t, rounds, ping(s.conn), ping(direct))
-	added := medianMS(via) - medianMS(straight)
+	sides := interleaveAll(t, rounds, ping(s.conn), ping(direct), ping(copied))
+	via, straight, hop := sides[0], sides[1], sides[2]
+	added, floor := medianMS(via)-medianMS(straight), medianMS(hop)-medianMS(straight)
 	r.add(figure{name: "relay_added", value: added, unit: "ms", ratio: medianMS(via) / medianMS(straight), samples: addedMS(via, straight),
 		target: "≤ 0.10 ms added at the median", met: met(added <= 0.10),
-		note: fmt.Sprintf("ping median %.3f ms via bridge vs %.3f ms to the agent, %d rounds", medianMS(via), medianMS(straight), rounds)})
+		note: fmt.Sprintf("ping median %.3f ms via bridge vs %.3f ms to the agent, %d rounds; %.2f× what a byte-copying hop adds (relay_floor_added)",
+			medianMS(via), medianMS(straight), rounds, added/floor)})
+	r.add(figure{name: "relay_floor_added", value: floor, unit: "ms", ratio: medianMS(hop) / medianMS(straight), samples: addedMS(hop, straight),
+		note: fmt.Sprintf("ping median %.3f ms through hopcopy (a process copying bytes between loopback TCP and the agent's socket) vs %.3f ms to the agent, the same rounds", medianMS(hop), medianMS(straight))})
+}
+
+// startHopCopy builds and starts e2e/cmd/hopcopy in front of the unix
+// socket sock, stopped when the test ends, and returns a dialer that
+// connects through it.
+func startHopCopy(t *testing.T, sock string) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "hopcopy")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/boxwire/boxwire/e2e/cmd/hopcopy").CombinedOutput(); err != nil {
+		t.Fatalf("build hopcopy: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin, sock)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	startProcess(t, cmd, "hopcopy")
+	addr, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatalf("hopcopy's address: %v", err)
+	}
+	addr = strings.TrimSpace(addr)
+	return func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", addr)
+	}
 }
 
 // benchNewThread: a new thread until its agent said hello, versus a bare
