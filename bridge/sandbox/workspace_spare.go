@@ -19,13 +19,19 @@ import (
 // when that name exists, as the exclusive create did) and a goroutine
 // formats the next one. A create that finds none formats its own as
 // before. The spare has never been mounted: it is an empty filesystem of
-// the configured size, as a freshly formatted one is. Close removes it;
-// one left by a bridge killed is removed by the next CheckWorkspaces and
-// by CollectWorkspaces (the name is not a *.img, so it is never taken for
-// a volume's image).
+// the configured size, as a freshly formatted one is. It is formatted
+// under <name>.spare.part and renamed to its .spare name once ready, so a
+// *.spare file is always one a create can take. Close removes it; one (or
+// a part) left by a bridge killed is removed by the next CheckWorkspaces
+// and by CollectWorkspaces (neither name is a *.img, so neither is ever
+// taken for a volume's image).
 
-// spareSuffix ends a spare image's name.
-const spareSuffix = ".spare"
+// spareSuffix ends a spare image's name; partSuffix follows it while the
+// image is being formatted.
+const (
+	spareSuffix = ".spare"
+	partSuffix  = ".part"
+)
 
 // spareImage is the workspaces' image formatted ahead; its mutex guards
 // the fields.
@@ -33,6 +39,7 @@ type spareImage struct {
 	mu      sync.Mutex
 	path    string // a formatted image ready to take; "" none
 	filling bool   // a goroutine is formatting one
+	part    string // the image that goroutine formats (removeSpares keeps it)
 	closed  bool
 	wg      sync.WaitGroup // the filling goroutine
 }
@@ -85,32 +92,29 @@ func (w *workspaces) refill() {
 		defer s.wg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 		defer cancel()
-		p, err := w.makeSpare(ctx)
+		var b [6]byte
+		_, _ = rand.Read(b[:])
+		p := filepath.Join(w.cfg.Dir, "spare-"+hex.EncodeToString(b[:])+spareSuffix)
 		s.mu.Lock()
-		s.filling = false
+		s.part = p + partSuffix
+		s.mu.Unlock()
+		err := w.makeImage(ctx, p+partSuffix) // workspace.go
+		s.mu.Lock()
+		s.filling, s.part = false, ""
 		keep := err == nil && !s.closed
-		if keep {
-			s.path = p
+		if keep { // under the lock: a *.spare is one the next take finds
+			if err = os.Rename(p+partSuffix, p); err == nil {
+				s.path = p
+			}
 		}
 		s.mu.Unlock()
-		switch {
-		case err != nil:
+		if err != nil {
 			w.log.Warn("format a spare workspace image", "err", err)
-		case !keep:
-			_ = os.Remove(p)
+		}
+		if !keep || err != nil {
+			_ = os.Remove(p + partSuffix)
 		}
 	}()
-}
-
-// makeSpare formats a new spare image and returns its path.
-func (w *workspaces) makeSpare(ctx context.Context) (string, error) {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	p := filepath.Join(w.cfg.Dir, "spare-"+hex.EncodeToString(b[:])+spareSuffix)
-	if err := w.makeImage(ctx, p); err != nil { // workspace.go
-		return "", fmt.Errorf("spare %w", err)
-	}
-	return p, nil
 }
 
 // closeSpare stops refilling, waits for a spare being formatted and
@@ -128,8 +132,9 @@ func (w *workspaces) closeSpare() {
 	}
 }
 
-// removeSpares removes every spare image in Dir but the one held now:
-// those a bridge killed left. It returns how many it removed.
+// removeSpares removes every spare image (and part of one) in Dir but the
+// one held now and the one being formatted: those a bridge killed left. It
+// returns how many it removed.
 func (w *workspaces) removeSpares() (int, error) {
 	if w.cfg.Dir == "" {
 		return 0, nil
@@ -138,13 +143,17 @@ func (w *workspaces) removeSpares() (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	parts, err := filepath.Glob(filepath.Join(w.cfg.Dir, "*"+spareSuffix+partSuffix))
+	if err != nil {
+		return 0, err
+	}
 	w.spare.mu.Lock()
-	held := w.spare.path
+	held, part := w.spare.path, w.spare.part
 	w.spare.mu.Unlock()
 	n := 0
 	var errs []error
-	for _, p := range found {
-		if p == held {
+	for _, p := range append(found, parts...) {
+		if p == held || p == part {
 			continue
 		}
 		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {

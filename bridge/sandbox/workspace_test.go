@@ -53,13 +53,13 @@ func assertNoWorkspaceLeft(t *testing.T, dir string) {
 }
 
 // workspaceFiles lists dir but for the spare image formatted ahead for
-// the next workspace (workspace_spare.go; the manager's Close removes it,
-// TestSpareWorkspaceImage).
+// the next workspace, ready or still being formatted (workspace_spare.go;
+// the manager's Close removes it, TestSpareWorkspaceImage).
 func workspaceFiles(dir string) []string {
 	all, _ := filepath.Glob(filepath.Join(dir, "*"))
 	var out []string
 	for _, p := range all {
-		if !strings.HasSuffix(p, ".spare") {
+		if !strings.HasSuffix(p, ".spare") && !strings.HasSuffix(p, ".spare.part") {
 			out = append(out, p)
 		}
 	}
@@ -248,8 +248,11 @@ func TestSpareWorkspaceImage(t *testing.T) {
 	}
 	dir := t.TempDir()
 	stale := filepath.Join(dir, "spare-0badc0ffee00.spare")
-	if err := os.WriteFile(stale, []byte("left by a bridge killed"), 0o600); err != nil {
-		t.Fatal(err)
+	stalePart := filepath.Join(dir, "spare-0badc0ffee01.spare.part")
+	for _, p := range []string{stale, stalePart} {
+		if err := os.WriteFile(p, []byte("left by a bridge killed"), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	mgr, err := sandbox.NewDocker(sandbox.DockerConfig{Workspace: sandbox.WorkspaceConfig{Dir: dir, Bytes: testCap}})
 	if err != nil {
@@ -265,8 +268,10 @@ func TestSpareWorkspaceImage(t *testing.T) {
 	if err := mgr.CheckWorkspaces(ctx); err != nil {
 		t.Fatalf("CheckWorkspaces: %v", err)
 	}
-	if _, err := os.Stat(stale); !os.IsNotExist(err) {
-		t.Errorf("the stale spare after CheckWorkspaces: %v, want it removed", err)
+	for _, p := range []string{stale, stalePart} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("the stale spare %s after CheckWorkspaces: %v, want it removed", p, err)
+		}
 	}
 	awaitOne := func(what string) string {
 		t.Helper()
