@@ -69,11 +69,14 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// the bridge's first dial, not before them.
 	hash := startSelfHash(log)
 	// The thread reserve, before a command can use up the pids limit: made
-	// beside the rest of the start too, and the first hello, so the first
-	// request, waits for it (session.Config.Started).
+	// once the hash is done, beside the rest of the start. A sandbox has
+	// one CPU (GOMAXPROCS 1), where the two slowed each other, and the
+	// first hello waits for the hash, not for the reserve: only a request
+	// that can start a process does (session.Config.Started).
 	reserved := make(chan struct{})
 	go func() {
 		defer close(reserved)
+		hash()
 		threads.Reserve(threadReserve)
 		if n, err := threads.Count(); err == nil {
 			log.Info("threads reserved", "threads", n)

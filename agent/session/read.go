@@ -29,7 +29,46 @@ func (c *conn) readPump() {
 			c.reply(reply)
 			continue
 		}
+		if !c.awaitStart(env.Type) {
+			return
+		}
 		c.handle(env)
+	}
+}
+
+// awaitStart blocks the reader until the agent's start is complete
+// (Config.Started: its thread reserve made) before the first request that
+// can start a process — a turn, a tool, a terminal — so no command can use
+// up the sandbox's pids limit before the reserve exists. The hello, a ping
+// and the bridge's claim are answered without it: a new sandbox's thread is
+// ready without waiting for the reserve, which its first command (a model
+// answer later) finds made. It reports false when the server stops first.
+func (c *conn) awaitStart(typ wire.Type) bool {
+	started := c.s.cfg.Started
+	if c.startSeen || started == nil || !startsProcesses(typ) {
+		return true
+	}
+	select {
+	case <-started:
+		c.startSeen = true
+		return true
+	case <-c.s.hard.Done():
+		return false
+	}
+}
+
+// startsProcesses reports whether a request of type typ can start a
+// process in the sandbox (awaitStart): a turn's tools, run_tool, and every
+// terminal request but the list. Pings, the claim, history and resume,
+// interrupts, verdicts, host tools' answers and port streams cannot.
+func startsProcesses(typ wire.Type) bool {
+	switch {
+	case typ == wire.TypeUserMessage, typ == wire.TypeRunTool:
+		return true
+	case typ == wire.TypeTerminalList:
+		return false
+	default:
+		return wire.IsTerminal(typ)
 	}
 }
 
@@ -67,13 +106,6 @@ func (c *conn) handshake() bool {
 	c.hostTools = h.Role == wire.RoleBridge && h.HostTools // hosttools.go
 	c.thread = c.s.thread(name)
 	c.log = c.log.With("thread", name)
-	if started := c.s.cfg.Started; started != nil {
-		select {
-		case <-started:
-		case <-c.s.hard.Done():
-			return false
-		}
-	}
 	c.startForward() // forward.go
 	var hash string
 	if c.s.cfg.AgentHash != nil {

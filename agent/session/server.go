@@ -48,8 +48,9 @@ type Config struct {
 	// outside the session's locks, once per hello.
 	AgentHash func() string
 	// Started, when set, is closed once the agent's start is complete (its
-	// thread reserve made, agent/threads): every hello is answered, and so
-	// every request served, only after it. Nil: at once.
+	// thread reserve made, agent/threads): a request that can start a
+	// process (a turn, run_tool, a terminal request) is served only after
+	// it; the hello, pings and the claim do not wait. Nil: at once.
 	Started <-chan struct{}
 	// Files, when set, serves wire.FilesPath (file transfers, agent/files)
 	// behind the same token check as the WebSocket.
