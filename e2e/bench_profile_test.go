@@ -44,18 +44,6 @@ func writeProfile(t *testing.T, e *env, name, kind string) {
 }
 
 func saveProfile(e *env, name, kind string) error {
-	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", e.pprofSocket())
-	}}, Timeout: 2 * time.Minute}
-	defer hc.CloseIdleConnections()
-	resp, err := hc.Get("http://bridge/debug/pprof/" + kind)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("status %s", resp.Status)
-	}
 	if err := os.MkdirAll(benchProfileDir, 0o755); err != nil {
 		return err
 	}
@@ -68,12 +56,36 @@ func saveProfile(e *env, name, kind string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(f, resp.Body); err != nil {
+	if err := fetchProfile(e, kind, f); err != nil {
 		f.Close()
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	fmt.Printf("bench: profile %s of the bridge written to %s\n", kind, path)
 	return f.Close()
+}
+
+// collectGarbage has the bridge run a garbage collection (the heap
+// profile's gc=1), through its pprof socket.
+func collectGarbage(e *env) error {
+	return fetchProfile(e, "heap?gc=1", io.Discard)
+}
+
+// fetchProfile copies the bridge's /debug/pprof/KIND to w.
+func fetchProfile(e *env, kind string, w io.Writer) error {
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", e.pprofSocket())
+	}}, Timeout: 2 * time.Minute}
+	defer hc.CloseIdleConnections()
+	resp, err := hc.Get("http://bridge/debug/pprof/" + kind)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("status %s", resp.Status)
+	}
+	_, err = io.Copy(w, resp.Body)
+	return err
 }
 
 // profileCPU starts a CPU profile of the bridge of seconds and returns a

@@ -53,7 +53,7 @@ func buildBridge(dir string) (string, error) {
 	if !benchEnabled { // benchmarks measure the binary users run
 		args = append(args, "-race")
 	}
-	if benchProfileDir != "" { // bench_profile_test.go: a pprof socket (bridge/pprof.go)
+	if benchEnabled { // a pprof socket, served only when BOXWIRE_PPROF_SOCKET is set (bridge/pprof.go): profiles, and the scale figure's garbage collections
 		args = append(args, "-tags", "boxwire_pprof")
 	}
 	build := exec.Command("go", append(args, "github.com/boxwire/boxwire/bridge")...)
