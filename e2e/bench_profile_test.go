@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -65,9 +66,28 @@ func saveProfile(e *env, name, kind string) error {
 }
 
 // collectGarbage has the bridge run a garbage collection (the heap
-// profile's gc=1), through its pprof socket.
-func collectGarbage(e *env) error {
-	return fetchProfile(e, "heap?gc=1", io.Discard)
+// profile's gc=1), through its pprof socket, and returns what the Go
+// runtime then holds in use in KiB: its heap spans and goroutine stacks
+// (the profile's MemStats: HeapInuse and the Stack line's in use).
+func collectGarbage(e *env) (inUseKiB int64, err error) {
+	var text strings.Builder
+	if err := fetchProfile(e, "heap?gc=1&debug=1", &text); err != nil {
+		return 0, err
+	}
+	var heap, stack int64 = -1, -1
+	for line := range strings.Lines(text.String()) {
+		if v, ok := strings.CutPrefix(line, "# HeapInuse = "); ok {
+			heap, _ = strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		}
+		if v, ok := strings.CutPrefix(line, "# Stack = "); ok { // "in use / from the system"
+			inUse, _, _ := strings.Cut(v, " /")
+			stack, _ = strconv.ParseInt(strings.TrimSpace(inUse), 10, 64)
+		}
+	}
+	if heap < 0 || stack < 0 {
+		return 0, fmt.Errorf("no HeapInuse or Stack line in the heap profile's MemStats")
+	}
+	return (heap + stack) >> 10, nil
 }
 
 // fetchProfile copies the bridge's /debug/pprof/KIND to w.

@@ -36,14 +36,14 @@ func benchScale(t *testing.T, _ *env, r *report) {
 	// collection through it (settledRSS).
 	opts := []string{"BOXWIRE_MAX_SANDBOXES=0", "BOXWIRE_PPROF_SOCKET=" + e.pprofSocket()}
 	b := e.startBridge(opts...)
-	empty := settledRSS(t, e, b)
+	empty, _ := settledRSS(t, e, b)
 	b.stop(t)
 
 	seedStore(t, e.dataDir, scaleStored)
 	began := time.Now()
 	b = e.startBridge(opts...)
 	startTook := time.Since(began)
-	stored := settledRSS(t, e, b)
+	stored, storedGo := settledRSS(t, e, b)
 
 	var list struct {
 		Threads []wire.ThreadInfo `json:"threads"`
@@ -61,13 +61,13 @@ func benchScale(t *testing.T, _ *env, r *report) {
 	for i, c := range liveConns {
 		threads[i] = c.Thread()
 	}
-	live := settledRSS(t, e, b)
+	live, liveGo := settledRSS(t, e, b)
 	idle := make([]string, scaleConns-scaleLive) // with the first ones: scaleConns connections
 	for i := range idle {
 		idle[i] = threads[i%scaleLive]
 	}
 	conns := append(liveConns, dialAll(t, ctx, e, idle, 32)...)
-	connected := settledRSS(t, e, b)
+	connected, connectedGo := settledRSS(t, e, b)
 	fds, fdLimit := openFiles(t, b.cmd.Process.Pid)
 	writeProfile(t, e, "scale-heap", "heap")
 
@@ -99,6 +99,13 @@ func benchScale(t *testing.T, _ *env, r *report) {
 	perStored := float64(stored-empty) / scaleStored
 	perLive := float64(live-stored) / scaleLive
 	perConn := float64(connected-live) / float64(scaleConns-scaleLive)
+	goNote := "the Go runtime's heap spans and stacks in use after a collection (its MemStats), a steadier reading than RSS"
+	if storedGo >= 0 && liveGo >= 0 && connectedGo >= 0 {
+		r.add(figure{name: "scale_go_kib_per_live", value: float64(liveGo-storedGo) / scaleLive, unit: "KiB",
+			note: fmt.Sprintf("%s: %d KiB with the store → %d KiB with %d live threads", goNote, storedGo, liveGo, scaleLive)})
+		r.add(figure{name: "scale_go_kib_per_conn", value: float64(connectedGo-liveGo) / float64(scaleConns-scaleLive), unit: "KiB",
+			note: fmt.Sprintf("%s: → %d KiB with %d more idle connections", goNote, connectedGo, scaleConns-scaleLive)})
+	}
 	r.add(figure{name: "scale_ping_ok", value: float64(answered), unit: fmt.Sprintf("of%d", scaleConns),
 		target: "every connection answers", met: met(answered == len(conns)),
 		note: fmt.Sprintf("%d idle connections over %d live threads, %d suspended threads stored; ping p50 %.1f ms, p99 %.1f ms (64 at a time)",
@@ -136,16 +143,19 @@ func openFiles(t *testing.T, pid int) (int, string) {
 	return len(ents), limit
 }
 
-// settledRSS is the bridge's VmRSS once it is idle: after a garbage
-// collection (asked through its pprof socket, when it serves one), a second
+// settledRSS is the bridge's VmRSS once it is idle, and what its Go
+// runtime holds in use (heap spans and stacks, KiB; -1 unknown): after a
+// garbage collection (asked through its pprof socket, when it serves one), a second
 // after the last change, read again until two readings a second apart
 // agree within 1%, at most ten times. Without the collection a reading
 // held whatever garbage the last step left (the start's, a listing's) or
 // not, by chance: three runs gave 47.6, -39.5 and 31.2 KiB a live thread.
-func settledRSS(t *testing.T, e *env, b *bridgeProc) int64 {
+func settledRSS(t *testing.T, e *env, b *bridgeProc) (rss, goInUse int64) {
 	t.Helper()
-	if err := collectGarbage(e); err != nil { // bench_profile_test.go
+	goInUse, err := collectGarbage(e) // bench_profile_test.go
+	if err != nil {
 		t.Logf("no garbage collection before the reading: %v", err)
+		goInUse = -1
 	}
 	pid := b.cmd.Process.Pid
 	last := rssKiB(t, pid)
@@ -153,11 +163,11 @@ func settledRSS(t *testing.T, e *env, b *bridgeProc) int64 {
 		time.Sleep(time.Second)
 		now := rssKiB(t, pid)
 		if diff := now - last; diff*100 <= last && -diff*100 <= last {
-			return now
+			return now, goInUse
 		}
 		last = now
 	}
-	return last
+	return last, goInUse
 }
 
 // seedStore writes n suspended threads, each with a short log, into the
