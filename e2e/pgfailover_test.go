@@ -44,6 +44,19 @@ func TestStorePostgresFailOver(t *testing.T) {
 	thread := ws[0].thread
 	ws[1] = envs[1].watch(thread, 0, books[1])
 	ws[2] = envs[2].watch(thread, 0, books[2])
+	t.Cleanup(func() { // before the watchers close: which connection ended, and how
+		if !t.Failed() {
+			return
+		}
+		for k, w := range ws {
+			select {
+			case <-w.done:
+				t.Logf("client %d's connection had ended: %v", k, w.err)
+			default:
+				t.Logf("client %d's connection was open", k)
+			}
+		}
+	})
 	sandbox := envs[0].containerOf(thread)
 	id := ws[1].say(t, "please run the lines")
 	books[0].await(t, "the command's output", turnTimeout, func(ev wire.Envelope) bool {
