@@ -72,10 +72,7 @@ type conn struct {
 	writerDone chan struct{} // closed when the writer has quit
 
 	thread *thread // set by the handshake; read by the reader only
-	// startSeen: the agent's start was seen complete (Config.Started);
-	// the reader's only (read.go, awaitStart).
-	startSeen bool
-	role      string // the peer's hello role; set by the handshake (approval.go)
+	role   string  // the peer's hello role; set by the handshake (approval.go)
 	// hostTools: the peer is a bridge whose hello said it answers
 	// host_tools_list (hosttools.go); set by the handshake.
 	hostTools bool

@@ -45,12 +45,11 @@ func (c *conn) readPump() {
 // answer later) finds made. It reports false when the server stops first.
 func (c *conn) awaitStart(typ wire.Type) bool {
 	started := c.s.cfg.Started
-	if c.startSeen || started == nil || !startsProcesses(typ) {
+	if started == nil || !startsProcesses(typ) {
 		return true
 	}
 	select {
 	case <-started:
-		c.startSeen = true
 		return true
 	case <-c.s.hard.Done():
 		return false

@@ -36,12 +36,11 @@ const (
 // spareImage is the workspaces' image formatted ahead; its mutex guards
 // the fields.
 type spareImage struct {
-	mu      sync.Mutex
-	path    string // a formatted image ready to take; "" none
-	filling bool   // a goroutine is formatting one
-	part    string // the image that goroutine formats (removeSpares keeps it)
-	closed  bool
-	wg      sync.WaitGroup // the filling goroutine
+	mu     sync.Mutex
+	path   string // a formatted image ready to take; "" none
+	part   string // the image a goroutine is formatting; "" none (removeSpares keeps it)
+	closed bool
+	wg     sync.WaitGroup // the formatting goroutine
 }
 
 // takeSpare makes the spare image img, when there is one; taken reports
@@ -83,24 +82,21 @@ func (w *workspaces) refill() {
 	s := &w.spare
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !w.cfg.Capped() || s.closed || s.filling || s.path != "" {
+	if !w.cfg.Capped() || s.closed || s.part != "" || s.path != "" {
 		return
 	}
-	s.filling = true
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	p := filepath.Join(w.cfg.Dir, "spare-"+hex.EncodeToString(b[:])+spareSuffix)
+	s.part = p + partSuffix
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 		defer cancel()
-		var b [6]byte
-		_, _ = rand.Read(b[:])
-		p := filepath.Join(w.cfg.Dir, "spare-"+hex.EncodeToString(b[:])+spareSuffix)
-		s.mu.Lock()
-		s.part = p + partSuffix
-		s.mu.Unlock()
 		err := w.makeImage(ctx, p+partSuffix) // workspace.go
 		s.mu.Lock()
-		s.filling, s.part = false, ""
+		s.part = ""
 		keep := err == nil && !s.closed
 		if keep { // under the lock: a *.spare is one the next take finds
 			if err = os.Rename(p+partSuffix, p); err == nil {
