@@ -43,7 +43,6 @@ func benchScale(t *testing.T, _ *env, r *report) {
 	began := time.Now()
 	b = e.startBridge(opts...)
 	startTook := time.Since(began)
-	stored, storedGo := settledRSS(t, e, b)
 
 	var list struct {
 		Threads []wire.ThreadInfo `json:"threads"`
@@ -53,6 +52,11 @@ func benchScale(t *testing.T, _ *env, r *report) {
 		t.Fatalf("list threads: status %d, %d threads, want %d", code, len(list.Threads), scaleStored)
 	}
 	listTook := time.Since(began)
+	// After the listing: before it, what the listing leaves (its answer's
+	// buffer, kept for the next) fell into the live threads' share.
+	stored, storedGo := settledRSS(t, e, b)
+	writeProfile(t, e, "scale-heap-stored", "heap") // pprof -base it under scale-heap-live: what the live threads hold
+	writeProfile(t, e, "scale-goroutines-stored", "goroutine?debug=1")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
@@ -62,6 +66,8 @@ func benchScale(t *testing.T, _ *env, r *report) {
 		threads[i] = c.Thread()
 	}
 	live, liveGo := settledRSS(t, e, b)
+	writeProfile(t, e, "scale-heap-live", "heap")
+	writeProfile(t, e, "scale-goroutines-live", "goroutine?debug=1")
 	idle := make([]string, scaleConns-scaleLive) // with the first ones: scaleConns connections
 	for i := range idle {
 		idle[i] = threads[i%scaleLive]
