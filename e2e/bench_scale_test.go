@@ -105,7 +105,7 @@ func benchScale(t *testing.T, _ *env, r *report) {
 	perStored := float64(stored-empty) / scaleStored
 	perLive := float64(live-stored) / scaleLive
 	perConn := float64(connected-live) / float64(scaleConns-scaleLive)
-	goNote := "the Go runtime's heap spans and stacks in use after a collection (its MemStats), a steadier reading than RSS"
+	goNote := "the Go runtime's heap spans and stacks in use after two collections (its MemStats), a steadier reading than RSS"
 	if storedGo >= 0 && liveGo >= 0 && connectedGo >= 0 {
 		r.add(figure{name: "scale_go_kib_per_live", value: float64(liveGo-storedGo) / scaleLive, unit: "KiB",
 			note: fmt.Sprintf("%s: %d KiB with the store → %d KiB with %d live threads", goNote, storedGo, liveGo, scaleLive)})
@@ -150,8 +150,8 @@ func openFiles(t *testing.T, pid int) (int, string) {
 }
 
 // settledRSS is the bridge's VmRSS once it is idle, and what its Go
-// runtime holds in use (heap spans and stacks, KiB; -1 unknown): after a
-// garbage collection (asked through its pprof socket, when it serves one), a second
+// runtime holds in use (heap spans and stacks, KiB; -1 unknown): after
+// garbage collections (collectGarbage, through its pprof socket), a second
 // after the last change, read again until two readings a second apart
 // agree within 1%, at most ten times. Without the collection a reading
 // held whatever garbage the last step left (the start's, a listing's) or

@@ -46,16 +46,21 @@ type Store interface {
 type Relays interface {
 	// Address is where a forwarded client of thread sends its requests
 	// now: the announced address of the bridge that relays it (this
-	// one's own when it does), "" when none can be had yet, or
-	// ErrThreadGone.
+	// one's own when it does), "" when none can be had yet (ask again
+	// later), ErrNoAddress or ErrThreadGone. One answer says it all: a
+	// second question (is it relayed here?) could find a takeover by this
+	// bridge finished in between and read "not yet" as "no address".
 	Address(ctx context.Context, thread string) (string, error)
-	// Here reports whether this bridge relays thread now.
-	Here(thread string) bool
 }
 
 // ErrThreadGone is Relays.Address's answer for a thread the store no
 // longer has: its forwarded clients are told not_found and closed.
 var ErrThreadGone = errors.New("the thread no longer exists")
+
+// ErrNoAddress is Relays.Address's answer for a thread this bridge relays
+// while it announced no address to dial: its forwarded clients are closed
+// as moved (they reconnect, and are then attached here).
+var ErrNoAddress = errors.New("the thread is relayed here, and this bridge announced no address")
 
 // Limits are a forwarded connection's deadlines and sizes; the bridge
 // gives those of its attached clients, so both kinds behave alike.

@@ -32,30 +32,24 @@ func (emptyStore) Listen(ctx context.Context, _ func(store.Notice)) error {
 // first time the forwarded client asks where its thread is relayed, the
 // lease is this bridge's but the thread not started here yet (""), and
 // the takeover finishes right after the answer; from then on the thread
-// is relayed here, at own.
+// is relayed here, at own. (Before Address answered ErrNoAddress, the
+// client then asked whether the thread was relayed here, found it was,
+// and closed itself as moved.)
 type takeover struct {
 	own string
 
-	mu    sync.Mutex
-	here  bool
-	asked int
+	mu   sync.Mutex
+	here bool
 }
 
 func (r *takeover) Address(context.Context, string) (string, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.asked++
 	if !r.here {
 		r.here = true // the takeover finishes as the answer leaves
 		return "", nil
 	}
 	return r.own, nil
-}
-
-func (r *takeover) Here(string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.here
 }
 
 // relay is a bridge relaying the thread: it answers each dial's hello

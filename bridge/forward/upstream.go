@@ -75,13 +75,13 @@ func (c *Client) relay(up *websocket.Conn) {
 			c.answer(wire.ErrorEnvelope(c.thread, "", wire.CodeSandboxUnavailable,
 				"the bridge relaying thread %s went away: its terminals are closed (open them again); events go on, and requests wait for the bridge that relays it next", c.thread))
 		}
-		addr, err := c.relayAddress()
+		addr, err := c.h.cfg.Relays.Address(c.ctx, c.thread)
 		switch {
 		case errors.Is(err, ErrThreadGone):
 			c.answer(wire.ErrorEnvelope(c.thread, "", wire.CodeNotFound, "thread %s is gone", c.thread))
 			c.kick(websocket.CloseNormalClosure, "thread closed", true)
 			return
-		case addr == "" && err == nil && c.h.cfg.Relays.Here(c.thread): // relayed here, and this bridge has no address to dial
+		case errors.Is(err, ErrNoAddress):
 			c.kick(websocket.CloseGoingAway, failover.MovedText, true)
 			return
 		}
@@ -101,19 +101,6 @@ func (c *Client) relay(up *websocket.Conn) {
 		case <-time.After(relayRetry):
 		}
 	}
-}
-
-// relayAddress is Relays.Address, asked again when it found none but the
-// thread is relayed here by the time it answered: a takeover by this
-// bridge that was under way when it looked (the lease this bridge's, the
-// thread not started yet) has finished since, and the second answer is
-// this bridge's own address — "" only when it has none.
-func (c *Client) relayAddress() (string, error) {
-	addr, err := c.h.cfg.Relays.Address(c.ctx, c.thread)
-	if addr == "" && err == nil && c.h.cfg.Relays.Here(c.thread) {
-		addr, err = c.h.cfg.Relays.Address(c.ctx, c.thread)
-	}
-	return addr, err
 }
 
 // refused ends the client when the relay refused its upstream for good

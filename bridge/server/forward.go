@@ -116,21 +116,24 @@ func (s *Server) bridgeAddress(ctx context.Context, id string) string {
 // relays is the server as its forward.Hub's Relays.
 type relays struct{ s *Server }
 
-// Here reports whether this bridge relays thread id.
-func (rs relays) Here(id string) bool { return rs.s.lookup(id) != nil }
-
 // Address is where a forwarded client of thread id sends its
 // requests now: the announced address of the bridge that holds the
-// thread's lease, this bridge's own when it relays the thread, or "" when
-// none can be had yet. When no bridge holds the lease, and this bridge's
+// thread's lease, this bridge's own when it relays the thread
+// (forward.ErrNoAddress when it announced none), or "" when none can be
+// had yet (a takeover by this bridge under way among them). When no bridge holds the lease, and this bridge's
 // renewals are settled (not right after a store outage: leases.go), it
 // resumes the thread as a client's hello would (a takeover, or a new
 // sandbox). A thread that is gone is forward.ErrThreadGone.
 func (rs relays) Address(ctx context.Context, id string) (string, error) {
 	s := rs.s
-	own := s.leases.Address()
+	here := func() (string, error) {
+		if own := s.leases.Address(); own != "" {
+			return own, nil
+		}
+		return "", forward.ErrNoAddress
+	}
 	if s.lookup(id) != nil {
-		return own, nil
+		return here()
 	}
 	ls, err := s.db.Leases(ctx)
 	if err != nil {
@@ -152,7 +155,7 @@ func (rs relays) Address(ctx context.Context, id string) (string, error) {
 	var re lease.RelayedError
 	switch {
 	case t != nil:
-		return own, nil
+		return here()
 	case !found && err == nil:
 		return "", forward.ErrThreadGone
 	case errors.As(err, &re):
