@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/boxwire/boxwire/agent/codepages"
 	"github.com/boxwire/boxwire/agent/files"
 	"github.com/boxwire/boxwire/agent/loop"
 	"github.com/boxwire/boxwire/agent/posture"
@@ -80,6 +81,13 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		threads.Reserve(threadReserve)
 		if n, err := threads.Count(); err == nil {
 			log.Info("threads reserved", "threads", n)
+		}
+		// The start is behind: give back the mappings of the code it ran
+		// once (package codepages); what runs later maps back in.
+		if n, err := codepages.Release(); err != nil {
+			log.Warn("release start-up code pages", "err", err)
+		} else {
+			log.Info("start-up code pages released", "bytes", n)
 		}
 	}()
 
