@@ -185,6 +185,7 @@ func benchMemory(t *testing.T, _ *env, r *report) {
 	// the RSS already read, not in the growth (between the two RSS
 	// readings they added 8–15 KiB of file pages a session).
 	goBefore, goErr := collectGarbage(e)
+	writeProfile(t, e, "memory-heap-before", "heap") // pprof -base it under memory-heap: what the sessions hold
 	before, anon0, file0 := rssKiB(t, pid), statusOf(t, pid, "RssAnon:"), statusOf(t, pid, "RssFile:")
 	for range sessions {
 		e.dial("")
