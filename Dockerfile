@@ -55,4 +55,6 @@ LABEL org.opencontainers.image.title="boxwire sandbox" \
       org.opencontainers.image.source="https://github.com/boxwire/boxwire" \
       org.opencontainers.image.licenses="Apache-2.0"
 
-COPY build/image/boxwire-agent /usr/local/bin/boxwire-agent
+# The agent and, when make agent wrote it, its hash beside it (image/agent-hash.sh),
+# in one layer.
+COPY build/image/boxwire-agent* /usr/local/bin/

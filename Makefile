@@ -27,10 +27,13 @@ build: agent
 ## agent: the static agent binary that goes into the image. Without net/http's
 ## HTTP/2 (AGENT_TAGS): every connection the agent serves or makes is HTTP/1.1
 ## (the bridge's WebSocket, the LLM proxy's unix socket, a standalone model
-## endpoint), and HTTP/2's code was 0.3 MiB of its idle RSS (BENCHMARKS.md)
+## endpoint), and HTTP/2's code was 0.3 MiB of its idle RSS (BENCHMARKS.md).
+## Beside it, its hash (image/agent-hash.sh), which the agent then need not
+## compute at every start
 AGENT_TAGS := nethttpomithttp2
 agent:
 	CGO_ENABLED=0 $(GO) build -trimpath -tags '$(AGENT_TAGS)' -ldflags '$(LDFLAGS)' -o build/image/boxwire-agent ./agent
+	@GO=$(GO) bash image/agent-hash.sh build/image/boxwire-agent
 
 ## engine: make sure a Docker engine answers (installs and starts one if not)
 engine:

@@ -258,6 +258,7 @@ func benchRebuild(t *testing.T, r *report) {
 		start := time.Now()
 		run(t, root, "go", "build", "-trimpath", "-tags", "nethttpomithttp2", "-ldflags", "-s -w -X main.version="+version, // as make agent
 			"-o", filepath.Join(ctxDir, "build/image/boxwire-agent"), "./agent")
+		run(t, root, "bash", "image/agent-hash.sh", filepath.Join(ctxDir, "build/image/boxwire-agent"))
 		out := run(t, ctxDir, "docker", "build", "--build-arg", "BASE="+base,
 			"--label", "io.boxwire.agent.version="+version, "-t", "boxwire:bench-rebuild", ".")
 		layers, meta := rebuiltSteps(out)
@@ -268,7 +269,7 @@ func benchRebuild(t *testing.T, r *report) {
 	run(t, root, "docker", "rmi", "boxwire:bench-rebuild")
 	r.add(figure{name: "image_rebuild", value: took.Seconds(), unit: "s",
 		target: "≤ 5 s, one layer", met: met(took <= 5*time.Second && layers == 1),
-		note: "go build of the agent + docker build, after a change to the agent binary"})
+		note: "go build of the agent, its hash file (image/agent-hash.sh) + docker build, after a change to the agent binary"})
 	r.add(figure{name: "image_rebuild_layers", value: float64(layers), unit: "layers", target: "1", met: met(layers == 1),
 		note: fmt.Sprintf("filesystem layers rebuilt (the rest from the cache), plus %d metadata step(s): the version label", meta)})
 }
