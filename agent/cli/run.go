@@ -82,13 +82,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		if n, err := threads.Count(); err == nil {
 			log.Info("threads reserved", "threads", n)
 		}
-		// The start is behind: give back the mappings of the code it ran
-		// once (package codepages); what runs later maps back in.
-		if n, err := codepages.Release(); err != nil {
-			log.Warn("release start-up code pages", "err", err)
-		} else {
-			log.Info("start-up code pages released", "bytes", n)
-		}
+		releaseCode(log, "start")
 	}()
 
 	apiKey, err := secret(getenv, "OPENAI_API_KEY")
@@ -131,11 +125,18 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Software:  software,
 		AgentHash: hash,
 		Started:   reserved,
-		Logger:    log,
-		Posture:   &pos,
-		Claim:     tok.set,
-		Terminal:  terminal.Config{IdleTimeout: o.termIdle, Env: egressEnv}, // terminals get the egress proxy too
-		Files:     files.New(files.Config{Workspace: o.workspace, MaxFileBytes: o.maxFileBytes, Logger: log}),
+		// The greeting is the last of a sandbox's start: what it ran
+		// once goes too (the release after the reserve may come before
+		// the bridge's hello).
+		Greeted: func() {
+			<-reserved
+			releaseCode(log, "first hello")
+		},
+		Logger:   log,
+		Posture:  &pos,
+		Claim:    tok.set,
+		Terminal: terminal.Config{IdleTimeout: o.termIdle, Env: egressEnv}, // terminals get the egress proxy too
+		Files:    files.New(files.Config{Workspace: o.workspace, MaxFileBytes: o.maxFileBytes, Logger: log}),
 		// Ports: what listens in the sandbox, looked at every second (ports event).
 		PortsInterval: portsInterval,
 	})
@@ -162,4 +163,16 @@ func makeHome(home, workspace string, log *slog.Logger) {
 	if err := os.MkdirAll(home, 0o755); err != nil {
 		log.Warn("create HOME", "home", home, "err", err)
 	}
+}
+
+// releaseCode gives back the mappings of the code the agent's start ran
+// once (package codepages): done when the start is behind (after), and
+// again after the first hello; what runs later maps back in.
+func releaseCode(log *slog.Logger, after string) {
+	n, err := codepages.Release()
+	if err != nil {
+		log.Warn("release start-up code pages", "after", after, "err", err)
+		return
+	}
+	log.Info("start-up code pages released", "after", after, "bytes", n)
 }

@@ -120,6 +120,16 @@ func (c *conn) handshake() bool {
 		AgentHash: hash,
 	}))
 	c.log.Debug("connection attached", "role", h.Role, "software", h.Software)
+	if c.s.cfg.Greeted != nil {
+		c.s.greeted.Do(func() {
+			if c.s.track() {
+				go func() {
+					defer c.s.wg.Done()
+					c.s.cfg.Greeted()
+				}()
+			}
+		})
+	}
 	c.s.watchPorts() // forward.go
 	return true
 }

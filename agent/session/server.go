@@ -52,6 +52,11 @@ type Config struct {
 	// process (a turn, run_tool, a terminal request) is served only after
 	// it; the hello, pings and the claim do not wait. Nil: at once.
 	Started <-chan struct{}
+	// Greeted, when set, is called once, on a goroutine of its own, after
+	// the first hello is answered: the agent's start, a sandbox's greeting
+	// included, is then behind it (agent/cli gives back the mappings of
+	// its start-up code, agent/codepages). Close waits for it.
+	Greeted func()
 	// Files, when set, serves wire.FilesPath (file transfers, agent/files)
 	// behind the same token check as the WebSocket.
 	Files http.Handler
@@ -97,6 +102,7 @@ type Server struct {
 	log      *slog.Logger
 	loop     *loop.Loop
 	instance string // random per process: a bridge's resume names it (backlog.go)
+	greeted  sync.Once
 	upgrader websocket.Upgrader
 
 	// hard ends when the server closes: live connections and turns stop.

@@ -138,3 +138,39 @@ func TestTerminalWaitsForTheStart(t *testing.T) {
 		t.Fatalf("answered %s %s to terminal_open", att.Type, att.Data)
 	}
 }
+
+// Config.Greeted is called once, after the first hello was answered: not
+// on a connection that has not said hello, not again for a later hello.
+func TestGreetedOnceAfterTheFirstHello(t *testing.T) {
+	t.Parallel()
+	greeted := make(chan struct{}, 4)
+	e := newEnv(t, session.Config{
+		Greeted: func() { greeted <- struct{}{} },
+		Loop:    loop.Config{Model: &fakeModel{}},
+	})
+	c, _, err := e.dialRaw(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := inbox(c)
+	select {
+	case <-greeted:
+		t.Fatal("greeted before any hello")
+	case <-time.After(quiet):
+	}
+	c.send(wire.MustNew(wire.TypeHello, "", "h", wire.Hello{Version: wire.Version, Role: wire.RoleClient, Thread: "t"}))
+	if answer := receive(t, in); answer.Type != wire.TypeHello {
+		t.Fatalf("answered %s %s", answer.Type, answer.Data)
+	}
+	select {
+	case <-greeted:
+	case <-time.After(waitFor):
+		t.Fatal("not greeted after the first hello")
+	}
+	e.dial("t") // a second connection's hello
+	select {
+	case <-greeted:
+		t.Fatal("greeted again after a second hello")
+	case <-time.After(quiet):
+	}
+}
