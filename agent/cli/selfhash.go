@@ -17,8 +17,8 @@ import (
 // goroutine of its own and returns what waits for the hash: when no file
 // beside the binary records it, the 8 MiB take several milliseconds,
 // which a new sandbox's first hello does not wait for on top of the rest
-// of the agent's start. The hash is logged
-// once known; a failure is logged and gives "".
+// of the agent's start. The hash is logged once known; a failure is
+// logged and gives "".
 func startSelfHash(log *slog.Logger) func() string {
 	done := make(chan struct{})
 	var hash string

@@ -120,10 +120,11 @@ type relays struct{ s *Server }
 // requests now: the announced address of the bridge that holds the
 // thread's lease, this bridge's own when it relays the thread
 // (forward.ErrNoAddress when it announced none), or "" when none can be
-// had yet (a takeover by this bridge under way among them). When no bridge holds the lease, and this bridge's
-// renewals are settled (not right after a store outage: leases.go), it
-// resumes the thread as a client's hello would (a takeover, or a new
-// sandbox). A thread that is gone is forward.ErrThreadGone.
+// had yet (a takeover by this bridge under way among them). When no
+// bridge holds the lease, and this bridge's renewals are settled (not
+// right after a store outage: leases.go), it resumes the thread as a
+// client's hello would (a takeover, or a new sandbox). A thread that is
+// gone is forward.ErrThreadGone.
 func (rs relays) Address(ctx context.Context, id string) (string, error) {
 	s := rs.s
 	here := func() (string, error) {
