@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/boxwire/boxwire/bridge/sandbox"
+	"github.com/boxwire/boxwire/bridge/wire"
 	"github.com/boxwire/boxwire/client/chat"
 )
 
@@ -207,6 +208,29 @@ func benchMemory(t *testing.T, _ *env, r *report) {
 	r.add(figure{name: "bridge_kib_per_session", value: per, unit: "KiB",
 		target: "≤ 96 KiB each", met: met(per <= 96),
 		note: fmt.Sprintf("bridge VmRSS growth over %d idle sessions (thread + sandbox + client each): %.0f KiB anonymous, %.0f KiB file pages (the store's mmap)", sessions, anon, file)})
+	benchTerminalMemory(t, e, s, boxes[0].ID, anonKiB, r)
+}
+
+// benchTerminalMemory: the agent's anonymous memory after terminal
+// sessions that each printed a few MB and exited (kept, their last screen
+// attachable, until reaped), against its idle reading idleAnonKiB.
+func benchTerminalMemory(t *testing.T, e *env, s *session, box string, idleAnonKiB int64, r *report) {
+	const sessions, bytes = 20, 3_000_000
+	c := e.dialTerm(s.conn.Thread(), true)
+	defer c.conn.Close()
+	for range sessions {
+		a := c.open([]string{"sh", "-c", fmt.Sprintf("head -c %d /dev/urandom | base64", bytes)}, 80, 24)
+		var x wire.TerminalExit
+		if err := c.awaitMsg(wire.TypeTerminalExit).Decode(&x); err != nil || x.Session != a.Session || x.ExitCode != 0 {
+			t.Fatalf("terminal_exit of %s: %+v, %v", a.Session, x, err)
+		}
+	}
+	time.Sleep(time.Second)
+	out := dockerExec(t, box, "sh", "-c", "cat /proc/$(pgrep -x boxwire-agent)/status")
+	anon := statusKiB(t, bufio.NewScanner(strings.NewReader(out)), "RssAnon:")
+	r.add(figure{name: "agent_anon_after_terminals", value: float64(anon) / 1024, unit: "MiB",
+		note: fmt.Sprintf("RssAnon of the same agent after %d terminal sessions that each printed %.1f MB of base64 and exited (kept until reaped): %.2f MiB idle before them",
+			sessions, float64(bytes)*4/3/1e6, float64(idleAnonKiB)/1024)})
 }
 
 // binarySize is the size of the agent binary in sandbox id.

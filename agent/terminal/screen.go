@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"reflect"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
+	"github.com/charmbracelet/x/ansi"
 	"github.com/charmbracelet/x/vt"
 )
 
@@ -48,12 +52,47 @@ type screen struct {
 	emu   *vt.Emulator
 }
 
+// parserDataSize bounds what the emulator keeps of one OSC, DCS, APC, PM
+// or SOS string (a window title, a hyperlink, OSC 52 clipboard data): the
+// ansi package's own default. The screen draws none of what longer ones
+// carry (images, big clipboard copies); their excess is dropped.
+const parserDataSize = 64 << 10
+
 func newScreen(cols, rows uint16) *screen {
 	emu := vt.NewEmulator(int(cols), int(rows))
 	emu.SetScrollbackSize(1) // no scrollback: its upkeep costs more than the parsing
+	if shrinkParser(emu) {
+		// vt's 4 MiB buffer is garbage now. Left to the collector, the
+		// next allocation to reuse its pages zeroes them and makes them
+		// resident, and the scavenger is slow to give them back (six
+		// sessions: 12.7 MiB of anonymous memory instead of 6.6): return
+		// it now, at the cost of a collection per session opened.
+		debug.FreeOSMemory()
+	}
 	s := &screen{emu: emu}
 	s.cond = sync.NewCond(&s.mu)
 	return s
+}
+
+// shrinkParser gives e's ANSI parser a string buffer of parserDataSize and
+// reports whether it could. vt.NewEmulator (v0.1.0) gives every emulator a
+// 4 MiB one and has no setter: a session then holds 4 MiB of heap until it
+// is closed or reaped (an exited one too), which lets the collector leave
+// 4 MiB more garbage per open session. The parser is an unexported field,
+// reached with reflect; TestShrinkParser fails if a new version of vt moves
+// it, and the emulator then keeps its own buffer. Call it before the first
+// Write.
+func shrinkParser(e *vt.Emulator) bool {
+	f := reflect.ValueOf(e).Elem().FieldByName("parser")
+	if !f.IsValid() || f.Type() != reflect.TypeFor[*ansi.Parser]() {
+		return false
+	}
+	p := *(**ansi.Parser)(unsafe.Pointer(f.UnsafeAddr()))
+	if p == nil {
+		return false
+	}
+	p.SetDataSize(parserDataSize)
+	return true
 }
 
 // write queues p for the emulator without waiting for it.
