@@ -14,18 +14,7 @@ import (
 // so the emulator parses about keepTail bytes, not all of it, and the
 // screen still shows the end of the output.
 func TestScreenParsesOnlyTheEndOfBulkOutput(t *testing.T) {
-	scr := newScreen(40, 5)
-	drained := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		scr.run(drained)
-	}()
-	t.Cleanup(func() {
-		scr.close()
-		<-done
-		<-drained
-	})
+	scr := runningScreen(t, 40, 5)
 	var out strings.Builder
 	for i := 1; out.Len() < maxBacklog-64<<10; i++ {
 		out.WriteString(strconv.Itoa(i) + "\r\n")
@@ -76,18 +65,7 @@ func TestShrinkParser(t *testing.T) {
 // (a 200 KB OSC 52 clipboard copy) is cut, and what follows it is parsed
 // and drawn as usual.
 func TestLongStringSequence(t *testing.T) {
-	scr := newScreen(40, 5)
-	drained := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		scr.run(drained)
-	}()
-	t.Cleanup(func() {
-		scr.close()
-		<-done
-		<-drained
-	})
+	scr := runningScreen(t, 40, 5)
 	scr.write([]byte("before\r\n\x1b]52;c;" + strings.Repeat("QUJD", 50<<10) + "\x07after\r\n\x1b]0;a title\x07last"))
 	screen := scr.render()
 	for _, want := range []string{"before", "after", "last"} {
@@ -101,4 +79,21 @@ func BenchmarkNewScreen(b *testing.B) {
 	for b.Loop() {
 		newScreen(80, 24)
 	}
+}
+
+// runningScreen is a new screen whose emulator is fed until the test ends.
+func runningScreen(t *testing.T, cols, rows uint16) *screen {
+	scr := newScreen(cols, rows)
+	drained := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		scr.run(drained)
+	}()
+	t.Cleanup(func() {
+		scr.close()
+		<-done
+		<-drained
+	})
+	return scr
 }
