@@ -47,6 +47,11 @@ type Config struct {
 	// Dial connects to the sandbox's own port; default DialLoopback. Tests
 	// replace it; the agent never does.
 	Dial func(ctx context.Context, port int) (net.Conn, error)
+	// NoStreamLimits answers port_open as a build before
+	// wire.StreamLimits did: without offering limits, every stream at
+	// wire.DefaultStreamLimits. For tests of mixed versions; the agent
+	// never sets it.
+	NoStreamLimits bool
 	// Logger receives diagnostics; nil discards them.
 	Logger *slog.Logger
 }
@@ -195,7 +200,16 @@ func (m *Mux) open(env wire.Envelope) {
 		refuse(wire.CodeStreamLimit, "this connection already has its maximum of %d open streams", m.cfg.MaxStreams)
 		return
 	}
-	st := newStream(m, p.Stream, p.Port, env.ID)
+	var mine *wire.StreamLimits
+	if p.Limits != nil && !m.cfg.NoStreamLimits {
+		mine = &wire.OfferedStreamLimits
+	}
+	own, peer, err := wire.Negotiate(mine, p.Limits)
+	if err != nil {
+		refuse(wire.CodeBadMessage, "port_open: %v", err)
+		return
+	}
+	st := newStream(m, p.Stream, p.Port, env.ID, mine, own, peer)
 	m.streams[p.Stream] = st
 	m.wg.Add(1)
 	go st.run()

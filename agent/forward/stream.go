@@ -22,8 +22,11 @@ type stream struct {
 	port   int
 	openID string // the port_open's id, carried back by port_opened
 
-	in     *wire.Inbox  // from the peer, towards the TCP connection
-	credit *wire.Credit // what the TCP connection's bytes may use
+	offer  *wire.StreamLimits // what port_opened offers the peer (nil: nothing)
+	in     *wire.Inbox        // from the peer, towards the TCP connection
+	credit *wire.Credit       // what the TCP connection's bytes may use
+	own    int                // the most bytes of a data frame from the peer
+	data   int                // the most bytes of a data frame to the peer
 	ctx    context.Context
 	cancel context.CancelFunc
 	last   atomic.Int64 // unix nanos of the last byte either way
@@ -33,9 +36,12 @@ type stream struct {
 	err  error    // why it ended, once aborted
 }
 
-func newStream(m *Mux, id string, port int, openID string) *stream {
+// newStream makes the stream a port_open asked for: offer is what its
+// port_opened will offer, own and peer the limits agreed (wire.Negotiate).
+func newStream(m *Mux, id string, port int, openID string, offer *wire.StreamLimits, own, peer wire.StreamLimits) *stream {
 	ctx, cancel := context.WithCancel(m.ctx)
-	st := &stream{m: m, id: id, port: port, openID: openID, in: wire.NewInbox(), credit: wire.NewCredit(), ctx: ctx, cancel: cancel}
+	st := &stream{m: m, id: id, port: port, openID: openID, offer: offer,
+		in: wire.NewInbox(own), credit: wire.NewCredit(peer.Window), own: own.Data, data: peer.Data, ctx: ctx, cancel: cancel}
 	st.touch()
 	return st
 }
@@ -81,7 +87,7 @@ func (st *stream) run() {
 		_ = conn.Close()
 		return
 	}
-	m.send(wire.MustNew(wire.TypePortOpened, m.cfg.Thread, st.openID, wire.StreamRef{Stream: st.id}))
+	m.send(wire.MustNew(wire.TypePortOpened, m.cfg.Thread, st.openID, wire.StreamRef{Stream: st.id, Limits: st.offer}))
 	idle := time.AfterFunc(m.cfg.Idle, st.checkIdle)
 	defer idle.Stop()
 	var wg sync.WaitGroup
@@ -119,7 +125,7 @@ func (st *stream) checkIdle() {
 // upload writes what the peer sent to conn, returning credit as it takes
 // it, and shuts conn's writing down at the peer's end.
 func (st *stream) upload(conn net.Conn) {
-	buf := make([]byte, wire.MaxStreamData)
+	buf := make([]byte, st.own)
 	for {
 		n, credit, err := st.in.Read(buf, st.ctx.Done())
 		if credit > 0 {
@@ -148,7 +154,7 @@ func (st *stream) upload(conn net.Conn) {
 // download reads conn within the credit the peer gave and queues its
 // bytes as data frames, then an empty one at conn's end.
 func (st *stream) download(conn net.Conn) {
-	buf := make([]byte, wire.MaxStreamData)
+	buf := make([]byte, st.data)
 	for {
 		n, err := st.credit.Take(len(buf), st.ctx.Done())
 		if err != nil {

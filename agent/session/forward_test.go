@@ -2,6 +2,7 @@ package session_test
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net"
 	"slices"
@@ -44,6 +45,7 @@ func listen(t *testing.T, serve func(net.Conn)) int {
 type streamRead struct {
 	data     bytes.Buffer
 	eof      bool
+	maxFrame int // the largest data frame
 	messages []wire.Envelope
 }
 
@@ -66,6 +68,7 @@ func (c *client) readUntil(stream string, got *streamRead, stop func() bool) {
 			}
 			if f.Kind == wire.FrameStreamData {
 				got.data.Write(f.Data)
+				got.maxFrame = max(got.maxFrame, len(f.Data))
 				got.eof = got.eof || len(f.Data) == 0
 			}
 			continue
@@ -181,6 +184,78 @@ func TestForwardSlowStreamStallsOnlyItself(t *testing.T) {
 	c.readUntil("slow", &slow, func() bool { return slow.data.Len() >= wire.StreamWindow+1000 })
 }
 
+// TestForwardStreamLimits: a port_open that offers limits gets the
+// agent's in port_opened, and the stream runs at them both ways (frames up
+// to the bridge's Data, a window of the bridge's Window); one that offers
+// none (a bridge before them) gets none and the defaults; an offer that
+// breaks the rules is refused.
+func TestForwardStreamLimits(t *testing.T) {
+	flood := listen(t, func(c net.Conn) {
+		go func() { _, _ = io.Copy(io.Discard, c) }()
+		chunk := make([]byte, 256<<10)
+		for {
+			if _, err := c.Write(chunk); err != nil {
+				return
+			}
+		}
+	})
+	e := newEnv(t, session.Config{Loop: loop.Config{Model: &fakeModel{}}})
+	cases := []struct {
+		name   string
+		offer  *wire.StreamLimits
+		limits wire.StreamLimits // what the stream should run at, both ways
+	}{
+		{"offered", &wire.OfferedStreamLimits, wire.OfferedStreamLimits},
+		{"none", nil, wire.DefaultStreamLimits},
+		{"smaller", &wire.StreamLimits{Data: 10000, Window: 50000}, wire.StreamLimits{Data: 10000, Window: 50000}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := e.dial("")
+			c.send(wire.MustNew(wire.TypePortOpen, "", "o1", wire.PortOpen{Stream: "s", Port: flood, Limits: tc.offer}))
+			var got streamRead
+			c.readUntil("s", &got, func() bool { return got.data.Len() >= tc.limits.Window })
+			opened := decode[wire.StreamRef](t, got.messages[0])
+			switch {
+			case tc.offer == nil && opened.Limits != nil:
+				t.Fatalf("port_opened offers %+v to a bridge that offered nothing", opened.Limits)
+			case tc.offer != nil && (opened.Limits == nil || *opened.Limits != wire.OfferedStreamLimits):
+				t.Fatalf("port_opened offers %+v, want %+v", opened.Limits, wire.OfferedStreamLimits)
+			}
+			c.send(wire.MustNew(wire.TypePing, "", "p", nil))
+			c.readUntil("s", &got, func() bool { return hasType(got.messages, wire.TypePong) })
+			if got.data.Len() != tc.limits.Window || got.maxFrame != tc.limits.Data {
+				t.Fatalf("sent %d bytes without credit in frames of up to %d, want a window of %d in frames of %d",
+					got.data.Len(), got.maxFrame, tc.limits.Window, tc.limits.Data)
+			}
+			own := wire.DefaultStreamLimits.Data // what the agent takes from us
+			if tc.offer != nil {
+				own = wire.OfferedStreamLimits.Data
+			}
+			c.binary(wire.AppendStreamData(nil, "s", make([]byte, own))) // at its limit: taken
+			over := append([]byte{byte(wire.FrameVersion<<4) | byte(wire.FrameStreamData), 1, 's'}, make([]byte, own+1)...)
+			c.binary(over, nil)
+			// Over the stream's limit closes the stream; over any stream's
+			// (the offered limits are the largest) is a bad frame.
+			want := wire.TypeStreamClose
+			if own == wire.LargeStreamData {
+				want = wire.TypeError
+			}
+			c.readUntil("s", &got, func() bool { return hasType(got.messages, want) })
+			last := got.messages[len(got.messages)-1]
+			if !strings.Contains(string(last.Data), fmt.Sprintf("more than %d", own)) || (want == wire.TypeStreamClose && decode[wire.StreamClose](t, last).Code != wire.CodeBadMessage) {
+				t.Fatalf("a frame over the agent's limit answered %s %s", last.Type, last.Data)
+			}
+		})
+	}
+	c := e.dial("")
+	c.send(wire.MustNew(wire.TypePortOpen, "", "o", wire.PortOpen{Stream: "bad", Port: flood, Limits: &wire.StreamLimits{Data: 4096, Window: 100}}))
+	got := c.next()
+	if sc := decode[wire.StreamClose](t, got); got.Type != wire.TypeStreamClose || sc.Code != wire.CodeBadMessage || !strings.Contains(sc.Message, "1 ≤ data ≤ window") {
+		t.Fatalf("limits that break the rules answered %s %s", got.Type, got.Data)
+	}
+}
+
 // TestForwardBadFrames: frames that break the rules close their stream or
 // are answered bad_message; the connection stays.
 func TestForwardBadFrames(t *testing.T) {
@@ -199,6 +274,10 @@ func TestForwardBadFrames(t *testing.T) {
 	c.binary([]byte{0x14, 2, 's', '1', 0, 1}, nil) // a window frame of 2 bytes
 	if got := c.next(); got.Type != wire.TypeError || !strings.Contains(string(got.Data), "carries 4 bytes") {
 		t.Fatalf("short window answered %s %s", got.Type, got.Data)
+	}
+	c.binary(append([]byte{0x13, 2, 's', '1'}, make([]byte, wire.MaxBinaryFrame)...), nil) // longer than any frame: cut, refused
+	if got := c.next(); got.Type != wire.TypeError || !strings.Contains(string(got.Data), "more than 131072") {
+		t.Fatalf("an overlong frame answered %s %s", got.Type, got.Data)
 	}
 	c.binary(wire.AppendStreamData(nil, "nobody", []byte("x"))) // not open: dropped
 	c.send(wire.MustNew(wire.TypePing, "", "p", nil))

@@ -193,10 +193,12 @@ func (c *conn) mergeFrame(frame []byte, first, merged *[]byte, session *string, 
 
 func (c *conn) writeBinary(b []byte) error { return c.w().Binary(b) }
 
-// input handles a binary frame from the peer: keystrokes for a session.
-// Problems are answered as errors; the connection stays.
+// input handles a binary frame from the peer: keystrokes for a session,
+// or a stream's frame. Problems are answered as errors; the connection
+// stays. A frame over wire.MaxBinaryFrame is cut there, and ParseFrame
+// refuses what is left.
 func (c *conn) input(r io.Reader) {
-	data, err := io.ReadAll(io.LimitReader(r, int64(wire.MaxFrameData)+256+1))
+	data, err := io.ReadAll(io.LimitReader(r, wire.MaxBinaryFrame+1))
 	if err != nil {
 		return
 	}

@@ -26,9 +26,9 @@ const (
 	pongWait = 60 * time.Second
 	// pingPeriod is how often the writer pings; shorter than pongWait.
 	pingPeriod = pongWait * 9 / 10
-	// maxFrame bounds a terminal frame from the agent (as the bridge
-	// bounds a client's input frame).
-	maxFrame = wire.MaxFrameData + 2 + 255
+	// maxFrame bounds a binary frame from the agent: terminal output, or
+	// a stream's data (the larger).
+	maxFrame = wire.MaxBinaryFrame
 	// inspectWait bounds asking the engine why an agent went away; the
 	// engine may report the exit a moment after the socket closes.
 	inspectWait = 3 * time.Second

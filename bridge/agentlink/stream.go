@@ -26,6 +26,7 @@ type Stream struct {
 
 	in     *wire.Inbox  // from the agent
 	credit *wire.Credit // what Write may still send
+	data   int          // the most bytes of a data frame to the agent (agree)
 	rd, wd wire.Deadline
 	done   chan struct{} // closed when the stream ended
 	wmu    sync.Mutex    // one Write or CloseWrite at a time
@@ -35,8 +36,25 @@ type Stream struct {
 	wclosed bool  // CloseWrite sent the end of our direction
 }
 
+// newStream makes a stream that offers the agent wire.OfferedStreamLimits;
+// agree sets what was agreed once the agent answers.
 func newStream(s *Streams, id string, port int) *Stream {
-	return &Stream{s: s, id: id, port: port, in: wire.NewInbox(), credit: wire.NewCredit(), done: make(chan struct{})}
+	return &Stream{s: s, id: id, port: port, in: wire.NewInbox(wire.OfferedStreamLimits),
+		credit: wire.NewCredit(wire.StreamWindow), data: wire.MaxStreamData, done: make(chan struct{})}
+}
+
+// agree applies the limits the agent's port_opened offered (nil: none,
+// an agent before them), before any of its data frames is read, and
+// before Write. An offer that breaks the rules fails the stream.
+func (st *Stream) agree(offer *wire.StreamLimits) {
+	own, peer, err := wire.Negotiate(&wire.OfferedStreamLimits, offer)
+	if err != nil {
+		st.fail(wire.CodeBadMessage, err.Error())
+		return
+	}
+	st.in.SetLimits(own)
+	st.credit.SetWindow(peer.Window)
+	st.data = peer.Data
 }
 
 // Port is the sandbox port the stream reaches.
@@ -69,7 +87,7 @@ func (st *Stream) Write(p []byte) (int, error) {
 	}
 	written := 0
 	for written < len(p) {
-		n, err := st.credit.Take(min(len(p)-written, wire.MaxStreamData), st.wd.Done())
+		n, err := st.credit.Take(min(len(p)-written, st.data), st.wd.Done())
 		if err != nil {
 			return written, err
 		}

@@ -124,10 +124,17 @@ func (s *Streams) Dial(ctx context.Context, port int) (*Stream, error) {
 	s.waiting[id] = answer
 	s.mu.Unlock()
 
-	env := wire.MustNew(wire.TypePortOpen, s.thread, id, wire.PortOpen{Stream: id, Port: port})
+	env := wire.MustNew(wire.TypePortOpen, s.thread, id, wire.PortOpen{Stream: id, Port: port, Limits: &wire.OfferedStreamLimits})
 	got, err := s.request(ctx, id, answer, env)
 	if err == nil && got.Type != wire.TypePortOpened {
 		err = answerError(got)
+	}
+	select {
+	case <-st.done: // the agent's limits broke the rules (message, agree)
+		if err == nil {
+			err = st.failure()
+		}
+	default:
 	}
 	if err != nil {
 		st.drop(err)
@@ -216,8 +223,14 @@ func (s *Streams) message(env wire.Envelope) {
 	s.mu.Lock()
 	answer := s.waiting[env.ID]
 	delete(s.waiting, env.ID)
+	opened := s.open[env.ID] // a port_open's id is its stream's
 	s.mu.Unlock()
 	if answer != nil {
+		if env.Type == wire.TypePortOpened && opened != nil {
+			var ref wire.StreamRef
+			_ = env.Decode(&ref)     // a bad payload offers nothing
+			opened.agree(ref.Limits) // before the reader takes the stream's first frame
+		}
 		answer <- env // buffered, and each request gets one answer
 		return
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/boxwire/boxwire/agent/forward"
 	"github.com/boxwire/boxwire/agent/loop"
 	"github.com/boxwire/boxwire/agent/session"
 	"github.com/boxwire/boxwire/bridge/agentlink"
@@ -95,14 +96,17 @@ func TestLinkWithoutStreamsIsSmall(t *testing.T) {
 	}
 }
 
-func newLinkEnv(t *testing.T) *linkEnv {
+func newLinkEnv(t *testing.T) *linkEnv { return newLinkEnvWith(t, forward.Config{}) }
+
+// newLinkEnvWith is newLinkEnv with the agent's streams configured by fwd.
+func newLinkEnvWith(t *testing.T, fwd forward.Config) *linkEnv {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "agent.sock")
 	ln, err := session.Listen("unix:" + sock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	agent := session.New(session.Config{Loop: loop.Config{Model: nil}})
+	agent := session.New(session.Config{Loop: loop.Config{Model: nil}, Forward: fwd})
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
 	go func() { ran <- agent.Run(ctx, ln) }()
@@ -178,9 +182,16 @@ func dial(t *testing.T, e *linkEnv, port int) *agentlink.Stream {
 }
 
 // TestStreamRoundTrip: 4 MiB each way through the link and the agent, in
-// both directions at once, then a half-close each way.
+// both directions at once, then a half-close each way; with an agent that
+// agrees to the bridge's stream limits, and with one from before them
+// (which refuses a frame over wire.DefaultStreamLimits: the bridge must
+// keep to those).
 func TestStreamRoundTrip(t *testing.T) {
-	e := newLinkEnv(t)
+	t.Run("limits agreed", func(t *testing.T) { streamRoundTrip(t, newLinkEnv(t)) })
+	t.Run("an agent without limits", func(t *testing.T) { streamRoundTrip(t, newLinkEnvWith(t, forward.Config{NoStreamLimits: true})) })
+}
+
+func streamRoundTrip(t *testing.T, e *linkEnv) {
 	port := listenTCP(t, func(c net.Conn) {
 		_, _ = io.Copy(c, c)
 		_ = c.(*net.TCPConn).CloseWrite()
@@ -282,5 +293,93 @@ func TestStreamEndsWithAgent(t *testing.T) {
 	}
 	if _, err := st.Write([]byte("x")); !errors.Is(err, agentlink.ErrAgentGone) {
 		t.Fatalf("write after the agent went: %v", err)
+	}
+}
+
+// TestStreamAgentLimits: the limits a sandbox's agent offers in
+// port_opened are its word, not trusted: an offer that breaks the rules
+// refuses the stream (the agent is told bad_message), and a larger one
+// than the bridge handles is clamped to the bridge's frame size.
+func TestStreamAgentLimits(t *testing.T) {
+	ws, agent := agentPair(t)
+	link := startLink(t, ws)
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	// answer reads the link's next port_open and answers it offering
+	// limits; then it reads what the link sends next.
+	answer := func(limits wire.StreamLimits) (next []byte) {
+		t.Helper()
+		_ = agent.SetReadDeadline(time.Now().Add(waitFor))
+		for {
+			mt, data, err := agent.ReadMessage()
+			if err != nil {
+				t.Fatalf("agent read: %v", err)
+			}
+			env, err := wire.Parse(data)
+			if mt != websocket.TextMessage || err != nil || env.Type != wire.TypePortOpen {
+				continue
+			}
+			var open wire.PortOpen
+			if err := env.Decode(&open); err != nil || open.Limits == nil || *open.Limits != wire.OfferedStreamLimits {
+				t.Fatalf("port_open %s: the bridge does not offer its limits", env.Data)
+			}
+			if err := agent.WriteJSON(wire.MustNew(wire.TypePortOpened, "t1", env.ID, wire.StreamRef{Stream: open.Stream, Limits: &limits})); err != nil {
+				t.Fatal(err)
+			}
+			_, next, err = agent.ReadMessage()
+			if err != nil {
+				t.Fatalf("agent read: %v", err)
+			}
+			return next
+		}
+	}
+	type dialed struct {
+		st  *agentlink.Stream
+		err error
+	}
+	dial := func() chan dialed {
+		got := make(chan dialed, 1)
+		go func() {
+			st, err := link.Streams().Dial(ctx, 8000)
+			got <- dialed{st, err}
+		}()
+		return got
+	}
+
+	got := dial()
+	closed := answer(wire.StreamLimits{Data: 0, Window: 0})
+	d := <-got
+	var we wire.Error
+	if !errors.As(d.err, &we) || we.Code != wire.CodeBadMessage || !strings.Contains(we.Message, "1 ≤ data ≤ window") {
+		t.Fatalf("Dial with limits that break the rules = %v, %v", d.st, d.err)
+	}
+	if env, err := wire.Parse(closed); err != nil || env.Type != wire.TypeStreamClose || !strings.Contains(string(env.Data), "bad_message") {
+		t.Fatalf("the agent was told %s, want stream_close bad_message", closed)
+	}
+
+	got = dial()
+	wrote := make(chan error, 1)
+	go func() {
+		d := <-got
+		if d.err == nil {
+			_, d.err = d.st.Write(make([]byte, 3*wire.LargeStreamData))
+		}
+		wrote <- d.err
+	}()
+	frame := answer(wire.StreamLimits{Data: 16 << 20, Window: 1 << 30})
+	f, err := wire.ParseFrame(frame)
+	if err != nil || f.Kind != wire.FrameStreamData || len(f.Data) != wire.LargeStreamData {
+		t.Fatalf("first frame of a write to an agent offering 16 MiB frames: %d bytes, %v; want %d", len(f.Data), err, wire.LargeStreamData)
+	}
+	_ = agent.SetReadDeadline(time.Time{})
+	go func() { // take the rest, so that the write ends
+		for {
+			if _, _, err := agent.ReadMessage(); err != nil {
+				return
+			}
+		}
+	}()
+	if err := <-wrote; err != nil {
+		t.Fatalf("a stream with a large offer: %v", err)
 	}
 }

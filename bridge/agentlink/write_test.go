@@ -24,6 +24,17 @@ import (
 // blocks for good in its first large write. cut closes the agent's side.
 func stuckAgent(t *testing.T) (ws *websocket.Conn, cut func()) {
 	t.Helper()
+	ws, agent := agentPair(t)
+	var once sync.Once
+	cut = func() { once.Do(func() { agent.Close() }) }
+	t.Cleanup(cut)
+	return ws, cut
+}
+
+// agentPair connects a link's side (ws) to a test's agent side (agent),
+// on a unix socket; nothing reads either until the test does.
+func agentPair(t *testing.T) (ws, agent *websocket.Conn) {
+	t.Helper()
 	sock := filepath.Join(t.TempDir(), "agent.sock")
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
@@ -48,24 +59,18 @@ func stuckAgent(t *testing.T) (ws *websocket.Conn, cut func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var agent *websocket.Conn
 	select {
 	case agent = <-conns:
 	case <-time.After(waitFor):
 		t.Fatal("no connection")
 	}
-	var once sync.Once
-	cut = func() { once.Do(func() { agent.Close() }) }
-	t.Cleanup(cut)
-	return ws, cut
+	t.Cleanup(func() { agent.Close() })
+	return ws, agent
 }
 
-// A sender finds the writer's queue full only while the agent takes
-// nothing: it waits for room up to its wait (ErrAgentBusy), without a
-// bound when it asked for none, until the agent connection ends
-// (ErrAgentGone, and at once from then on).
-func TestSendWaitsForAStuckAgent(t *testing.T) {
-	ws, cut := stuckAgent(t)
+// startLink starts a link for thread t1 on ws, stopped at the test's end.
+func startLink(t *testing.T, ws *websocket.Conn) *agentlink.Link {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var group sync.WaitGroup
 	link := agentlink.New(ctx, ws, agentlink.Config{
@@ -84,6 +89,16 @@ func TestSendWaitsForAStuckAgent(t *testing.T) {
 			t.Error("the link's goroutines did not end")
 		}
 	})
+	return link
+}
+
+// A sender finds the writer's queue full only while the agent takes
+// nothing: it waits for room up to its wait (ErrAgentBusy), without a
+// bound when it asked for none, until the agent connection ends
+// (ErrAgentGone, and at once from then on).
+func TestSendWaitsForAStuckAgent(t *testing.T) {
+	ws, cut := stuckAgent(t)
+	link := startLink(t, ws)
 	big, _ := json.Marshal(strings.Repeat("x", 1<<20))
 	request := func(i int) wire.Envelope {
 		return wire.Envelope{Type: wire.TypePing, Thread: "t1", ID: "c1/p" + strconv.Itoa(i), Data: big}

@@ -50,16 +50,67 @@ func IsStream(t Type) bool {
 
 // Stream limits.
 const (
-	// StreamWindow is the credit each side of a stream starts with: how
-	// many bytes of data frames it may send before the other side returns
-	// credit with a window frame. A receiver that gets more than it gave
-	// credit for closes the stream (CodeBadMessage).
+	// StreamWindow is the credit each side of a stream starts with unless
+	// both offered StreamLimits: how many bytes of data frames it may send
+	// before the other side returns credit with a window frame. A receiver
+	// that gets more than it gave credit for closes the stream
+	// (CodeBadMessage).
 	StreamWindow = 256 << 10
-	// MaxStreamData is the most bytes one data frame of a stream carries.
+	// MaxStreamData is the most bytes one data frame of a stream carries
+	// unless both sides offered StreamLimits.
 	MaxStreamData = 32 << 10
+	// LargeStreamWindow and LargeStreamData are the limits this build
+	// offers (OfferedStreamLimits), and the most it accepts in any frame:
+	// four times fewer frames, and wake-ups on both sides, for a bulk
+	// stream such as a download through a preview.
+	LargeStreamWindow = 512 << 10
+	LargeStreamData   = 128 << 10
 	// MaxStreamID is the longest stream id, in bytes.
 	MaxStreamID = 64
+	// MaxBinaryFrame is the longest binary frame of any kind: a header
+	// with the longest id, and a stream's largest data. A reader that
+	// cuts frames at MaxBinaryFrame+1 bytes has ParseFrame refuse the cut
+	// ones.
+	MaxBinaryFrame = 2 + 255 + LargeStreamData
 )
+
+// StreamLimits are what one side of a stream accepts as its receiver:
+// port_open carries the opener's, port_opened the other side's. A stream
+// uses them when both sides offered theirs (Negotiate); a side that offers
+// none (a build before them) gets DefaultStreamLimits both ways.
+type StreamLimits struct {
+	// Data is the most bytes one data frame towards this side carries.
+	Data int `json:"data"`
+	// Window is the credit the other side starts with: the most bytes of
+	// the stream this side holds unread. At least Data.
+	Window int `json:"window"`
+}
+
+// DefaultStreamLimits are the limits of a stream one side of which
+// offered none.
+var DefaultStreamLimits = StreamLimits{Data: MaxStreamData, Window: StreamWindow}
+
+// OfferedStreamLimits are the limits this build offers for its side.
+var OfferedStreamLimits = StreamLimits{Data: LargeStreamData, Window: LargeStreamWindow}
+
+// Negotiate returns a stream's limits: own, what this side accepts (its
+// Inbox), and peer, what it may send (its Credit and frame size). offer is
+// what the peer's port_open or port_opened said, nil for nothing; mine is
+// what this side offered, nil for nothing (it answers a peer that offered
+// none). Both nil-free: each side's own offer, the peer's clamped to what
+// this build handles (a smaller frame or window than the peer accepts is
+// always safe). Either nil: DefaultStreamLimits both ways. An offer
+// outside 1 ≤ Data ≤ Window is an error: the stream must not open.
+func Negotiate(mine, offer *StreamLimits) (own, peer StreamLimits, err error) {
+	if mine == nil || offer == nil {
+		return DefaultStreamLimits, DefaultStreamLimits, nil
+	}
+	if offer.Data < 1 || offer.Window < offer.Data {
+		return StreamLimits{}, StreamLimits{}, fmt.Errorf("%w: stream limits of %d bytes a frame in a window of %d (want 1 ≤ data ≤ window)", ErrBadFrame, offer.Data, offer.Window)
+	}
+	peer = StreamLimits{Data: min(offer.Data, LargeStreamData), Window: min(offer.Window, LargeStreamWindow)}
+	return *mine, peer, nil
+}
 
 // PortOpen is the payload of TypePortOpen.
 type PortOpen struct {
@@ -69,11 +120,17 @@ type PortOpen struct {
 	// Port is the TCP port on the sandbox's loopback, 1 to 65535. There is
 	// no address: the agent dials its own loopback and nothing else.
 	Port int `json:"port"`
+	// Limits are what the opener accepts (OfferedStreamLimits); absent
+	// from a build before them.
+	Limits *StreamLimits `json:"limits,omitempty"`
 }
 
 // StreamRef names a stream: the payload of TypePortOpened.
 type StreamRef struct {
 	Stream string `json:"stream"`
+	// Limits are, in port_opened, what the answering side accepts; only
+	// when the port_open offered its own (Negotiate).
+	Limits *StreamLimits `json:"limits,omitempty"`
 }
 
 // StreamClose is the payload of TypeStreamClose.
@@ -118,7 +175,7 @@ type Port struct {
 // stream id in the session id's place, at most MaxStreamID bytes).
 const (
 	// FrameStreamData carries a stream's bytes, either way, at most
-	// MaxStreamData per frame. An empty data frame ends the sender's
+	// the receiver's StreamLimits.Data per frame. An empty data frame ends the sender's
 	// direction (its side shut down writing); the other direction goes on.
 	FrameStreamData FrameKind = 3
 	// FrameStreamWindow returns credit, either way: its data is 4 bytes,
@@ -127,10 +184,12 @@ const (
 	FrameStreamWindow FrameKind = 4
 )
 
-// AppendStreamData appends a data frame for stream to dst.
+// AppendStreamData appends a data frame for stream to dst. The caller
+// keeps data within the peer's limits; more than LargeStreamData is an
+// error.
 func AppendStreamData(dst []byte, stream string, data []byte) ([]byte, error) {
-	if len(data) > MaxStreamData {
-		return dst, fmt.Errorf("%w: %d bytes of stream data, more than %d", ErrBadFrame, len(data), MaxStreamData)
+	if len(data) > LargeStreamData {
+		return dst, fmt.Errorf("%w: %d bytes of stream data, more than %d", ErrBadFrame, len(data), LargeStreamData)
 	}
 	if len(stream) > MaxStreamID {
 		return dst, fmt.Errorf("%w: stream id of %d bytes, more than %d", ErrBadFrame, len(stream), MaxStreamID)
@@ -151,22 +210,18 @@ func AppendStreamWindow(dst []byte, stream string, n uint32) ([]byte, error) {
 func IsStreamFrame(kind FrameKind) bool { return kind == FrameStreamData || kind == FrameStreamWindow }
 
 // checkStreamFrame applies the stream frames' own rules to a frame
-// ParseFrame decoded: the id's length, the data's size, the window's.
+// ParseFrame decoded: the id's length and the window's size, its most
+// for any stream (a stream's own limits are its Inbox's and Credit's).
 func checkStreamFrame(f Frame) error {
 	if len(f.Session) > MaxStreamID {
 		return fmt.Errorf("%w: stream id of %d bytes, more than %d", ErrBadFrame, len(f.Session), MaxStreamID)
 	}
-	switch f.Kind {
-	case FrameStreamData:
-		if len(f.Data) > MaxStreamData {
-			return fmt.Errorf("%w: %d bytes of stream data, more than %d", ErrBadFrame, len(f.Data), MaxStreamData)
-		}
-	case FrameStreamWindow:
+	if f.Kind == FrameStreamWindow { // data frames: ParseFrame checked their size
 		if len(f.Data) != 4 {
 			return fmt.Errorf("%w: a window frame carries 4 bytes, not %d", ErrBadFrame, len(f.Data))
 		}
-		if binary.BigEndian.Uint32(f.Data) == 0 || binary.BigEndian.Uint32(f.Data) > StreamWindow {
-			return fmt.Errorf("%w: a window of %d bytes (1 to %d)", ErrBadFrame, binary.BigEndian.Uint32(f.Data), StreamWindow)
+		if binary.BigEndian.Uint32(f.Data) == 0 || binary.BigEndian.Uint32(f.Data) > LargeStreamWindow {
+			return fmt.Errorf("%w: a window of %d bytes (1 to %d)", ErrBadFrame, binary.BigEndian.Uint32(f.Data), LargeStreamWindow)
 		}
 	}
 	return nil

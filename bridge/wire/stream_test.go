@@ -2,6 +2,7 @@ package wire_test
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"strings"
@@ -16,11 +17,11 @@ func init() {
 		struct {
 			name string
 			env  wire.Envelope
-		}{"port_open", wire.MustNew(wire.TypePortOpen, "t_4f9c2a1b3c5d", "~s7", wire.PortOpen{Stream: "~s7", Port: 8000})},
+		}{"port_open", wire.MustNew(wire.TypePortOpen, "t_4f9c2a1b3c5d", "~s7", wire.PortOpen{Stream: "~s7", Port: 8000, Limits: &wire.OfferedStreamLimits})},
 		struct {
 			name string
 			env  wire.Envelope
-		}{"port_opened", wire.MustNew(wire.TypePortOpened, "t_4f9c2a1b3c5d", "~s7", wire.StreamRef{Stream: "~s7"})},
+		}{"port_opened", wire.MustNew(wire.TypePortOpened, "t_4f9c2a1b3c5d", "~s7", wire.StreamRef{Stream: "~s7", Limits: &wire.OfferedStreamLimits})},
 		struct {
 			name string
 			env  wire.Envelope
@@ -74,11 +75,12 @@ func TestStreamFramesRefused(t *testing.T) {
 		name, want string
 		frame      []byte
 	}{
-		{"data over the limit", "more than", raw(wire.FrameStreamData, "~s1", make([]byte, wire.MaxStreamData+1))},
+		{"data over the limit", "more than 131072", raw(wire.FrameStreamData, "~s1", make([]byte, wire.LargeStreamData+1))},
 		{"long stream id", "stream id of 65 bytes", raw(wire.FrameStreamData, strings.Repeat("s", 65), nil)},
 		{"short window", "carries 4 bytes, not 2", raw(wire.FrameStreamWindow, "~s1", []byte{0, 1})},
 		{"zero window", "a window of 0 bytes", raw(wire.FrameStreamWindow, "~s1", []byte{0, 0, 0, 0})},
 		{"huge window", "a window of 4294967295", raw(wire.FrameStreamWindow, "~s1", []byte{0xff, 0xff, 0xff, 0xff})},
+		{"window over the largest", "a window of 524289", raw(wire.FrameStreamWindow, "~s1", []byte{0, 0x08, 0, 1})},
 		{"unknown kind", "unknown kind 5", raw(5, "~s1", nil)},
 	}
 	for _, c := range cases {
@@ -89,18 +91,35 @@ func TestStreamFramesRefused(t *testing.T) {
 			}
 		})
 	}
-	if _, err := wire.AppendStreamData(nil, "~s1", make([]byte, wire.MaxStreamData+1)); !errors.Is(err, wire.ErrBadFrame) {
+	if _, err := wire.AppendStreamData(nil, "~s1", make([]byte, wire.LargeStreamData+1)); !errors.Is(err, wire.ErrBadFrame) {
 		t.Fatalf("AppendStreamData of too much = %v", err)
+	}
+	if _, err := wire.AppendFrame(nil, wire.FrameOutput, "t1", make([]byte, wire.MaxFrameData+1)); !errors.Is(err, wire.ErrBadFrame) {
+		t.Fatalf("a terminal frame of a stream frame's size = %v", err) // terminal frames keep their own limit
 	}
 }
 
-// TestInboxWindow: an inbox holds at most a window; what is read comes
-// back as credit in batches; the end is io.EOF after the data.
+// TestInboxWindow: an inbox holds at most its window, in frames of at
+// most its Data; what is read comes back as credit in batches of a
+// quarter window; the end is io.EOF after the data. Both limit sets, and
+// limits set before the first frame.
 func TestInboxWindow(t *testing.T) {
 	t.Parallel()
-	in := wire.NewInbox()
-	chunk := make([]byte, wire.MaxStreamData)
-	for i := 0; i < wire.StreamWindow/wire.MaxStreamData; i++ {
+	for _, l := range []wire.StreamLimits{wire.DefaultStreamLimits, wire.OfferedStreamLimits} {
+		t.Run(fmt.Sprint(l.Data), func(t *testing.T) {
+			in := wire.NewInbox(wire.DefaultStreamLimits)
+			in.SetLimits(l)
+			inboxWindow(t, in, l)
+		})
+	}
+}
+
+func inboxWindow(t *testing.T, in *wire.Inbox, l wire.StreamLimits) {
+	if err := in.Push(make([]byte, l.Data+1)); !errors.Is(err, wire.ErrBadFrame) || !strings.Contains(err.Error(), fmt.Sprint("more than ", l.Data)) {
+		t.Fatalf("a frame over the limits' data = %v, want ErrBadFrame", err)
+	}
+	chunk := make([]byte, l.Data)
+	for i := 0; i < l.Window/l.Data; i++ {
 		if err := in.Push(chunk); err != nil {
 			t.Fatalf("push %d: %v", i, err)
 		}
@@ -115,13 +134,13 @@ func TestInboxWindow(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c != 0 && c < wire.StreamWindow/4 && in.Buffered() > 0 {
+		if c != 0 && c < uint32(l.Window/4) && in.Buffered() > 0 {
 			t.Fatalf("credit of %d returned early", c)
 		}
 		credit += c
 	}
-	if credit != wire.StreamWindow {
-		t.Fatalf("credit returned %d, want %d", credit, wire.StreamWindow)
+	if credit != uint32(l.Window) {
+		t.Fatalf("credit returned %d, want %d", credit, l.Window)
 	}
 	if err := in.Push(nil); err != nil {
 		t.Fatal(err)
@@ -136,7 +155,7 @@ func TestInboxWindow(t *testing.T) {
 
 func TestInboxDeadlineAndAbort(t *testing.T) {
 	t.Parallel()
-	in := wire.NewInbox()
+	in := wire.NewInbox(wire.DefaultStreamLimits)
 	var d wire.Deadline
 	d.Set(time.Now().Add(20 * time.Millisecond))
 	if _, _, err := in.Read(make([]byte, 8), d.Done()); !errors.Is(err, os.ErrDeadlineExceeded) {
@@ -161,7 +180,9 @@ func TestInboxDeadlineAndAbort(t *testing.T) {
 
 func TestCredit(t *testing.T) {
 	t.Parallel()
-	c := wire.NewCredit()
+	c := wire.NewCredit(wire.StreamWindow)
+	c.SetWindow(wire.LargeStreamWindow)
+	c.SetWindow(wire.StreamWindow) // back: what counts is the last
 	n, err := c.Take(wire.StreamWindow+100, nil)
 	if err != nil || n != wire.StreamWindow {
 		t.Fatalf("take = %d, %v", n, err)
@@ -187,5 +208,41 @@ func TestCredit(t *testing.T) {
 	}
 	if err := c.Add(1); !errors.Is(err, wire.ErrStreamWindow) {
 		t.Fatalf("credit past the window = %v", err)
+	}
+}
+
+// TestNegotiate: a stream uses both sides' offers only when both made
+// one; a peer's offer is clamped to what this build handles; an offer
+// that breaks the rules is refused.
+func TestNegotiate(t *testing.T) {
+	t.Parallel()
+	mine := wire.OfferedStreamLimits
+	cases := []struct {
+		name        string
+		mine, offer *wire.StreamLimits
+		own, peer   wire.StreamLimits
+		err         string
+	}{
+		{"both offered", &mine, &wire.OfferedStreamLimits, mine, wire.OfferedStreamLimits, ""},
+		{"the peer offered none (an older build)", &mine, nil, wire.DefaultStreamLimits, wire.DefaultStreamLimits, ""},
+		{"we answer a peer that offered none", nil, nil, wire.DefaultStreamLimits, wire.DefaultStreamLimits, ""},
+		{"a smaller offer", &mine, &wire.StreamLimits{Data: 1000, Window: 5000}, mine, wire.StreamLimits{Data: 1000, Window: 5000}, ""},
+		{"a larger offer is clamped", &mine, &wire.StreamLimits{Data: 16 << 20, Window: 1 << 30}, mine, wire.OfferedStreamLimits, ""},
+		{"no data", &mine, &wire.StreamLimits{Data: 0, Window: 5000}, wire.StreamLimits{}, wire.StreamLimits{}, "1 ≤ data ≤ window"},
+		{"a window under a frame", &mine, &wire.StreamLimits{Data: 5000, Window: 4999}, wire.StreamLimits{}, wire.StreamLimits{}, "1 ≤ data ≤ window"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			own, peer, err := wire.Negotiate(c.mine, c.offer)
+			if c.err != "" {
+				if !errors.Is(err, wire.ErrBadFrame) || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("Negotiate = %v, want an error saying %q", err, c.err)
+				}
+				return
+			}
+			if err != nil || own != c.own || peer != c.peer {
+				t.Fatalf("Negotiate = %+v, %+v, %v; want %+v, %+v", own, peer, err, c.own, c.peer)
+			}
+		})
 	}
 }

@@ -10,7 +10,8 @@ import (
 )
 
 // A stream's flow control, the same on both sides of it: the receiving
-// side holds at most StreamWindow bytes it has not read (Inbox) and gives
+// side holds at most its window of bytes it has not read (Inbox; the
+// window and the largest data frame are its StreamLimits) and gives
 // credit back as it reads; the sending side sends only what it has credit
 // for (Credit). The connection's reader only ever appends to an Inbox, so
 // it never waits for a slow stream, and one stream's reader that stops
@@ -25,6 +26,7 @@ var ErrStreamWindow = errors.New("stream data beyond the window")
 // the stream's one reader. It is safe for concurrent use.
 type Inbox struct {
 	mu      sync.Mutex
+	limits  StreamLimits
 	buf     []byte
 	eof     bool  // the peer ended its direction
 	err     error // the stream was aborted
@@ -32,12 +34,21 @@ type Inbox struct {
 	wake    *Waker
 }
 
-// NewInbox returns an empty Inbox.
-func NewInbox() *Inbox { return &Inbox{wake: NewWaker()} }
+// NewInbox returns an empty Inbox that accepts what limits say.
+func NewInbox(limits StreamLimits) *Inbox { return &Inbox{limits: limits, wake: NewWaker()} }
+
+// SetLimits replaces the limits of an Inbox that got no data yet (the
+// opener's, once the answer to its port_open says what was agreed).
+func (b *Inbox) SetLimits(limits StreamLimits) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.limits = limits
+}
 
 // Push appends data the peer sent; an empty data ends the peer's
 // direction (EOF). It fails with ErrStreamWindow when the buffer would
-// pass StreamWindow (the peer ignored its credit), and after an EOF.
+// pass the window (the peer ignored its credit), and after an EOF or a
+// frame over the limits' Data.
 func (b *Inbox) Push(data []byte) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -48,7 +59,9 @@ func (b *Inbox) Push(data []byte) error {
 		return fmt.Errorf("%w: data after the end of the stream", ErrBadFrame)
 	case len(data) == 0:
 		b.eof = true
-	case len(b.buf)+len(data) > StreamWindow:
+	case len(data) > b.limits.Data:
+		return fmt.Errorf("%w: %d bytes of stream data in a frame, more than %d", ErrBadFrame, len(data), b.limits.Data)
+	case len(b.buf)+len(data) > b.limits.Window:
 		return fmt.Errorf("%w: %d bytes held and %d more", ErrStreamWindow, len(b.buf), len(data))
 	default:
 		b.buf = append(b.buf, data...)
@@ -88,7 +101,7 @@ func (b *Inbox) Read(p []byte, deadline <-chan struct{}) (n int, credit uint32, 
 				b.buf = nil // give a drained buffer back
 			}
 			b.unacked += n
-			if b.unacked >= StreamWindow/4 || len(b.buf) == 0 {
+			if b.unacked >= b.limits.Window/4 || len(b.buf) == 0 {
 				credit, b.unacked = uint32(b.unacked), 0
 			}
 			b.mu.Unlock()
@@ -117,21 +130,33 @@ func (b *Inbox) Buffered() int {
 // Add is for the connection's reader (window frames) and never blocks;
 // Take is for the stream's one writer. It is safe for concurrent use.
 type Credit struct {
-	mu   sync.Mutex
-	n    int64
-	err  error
-	wake *Waker
+	mu     sync.Mutex
+	n      int64
+	window int64
+	err    error
+	wake   *Waker
 }
 
-// NewCredit returns a Credit holding the initial StreamWindow.
-func NewCredit() *Credit { return &Credit{n: StreamWindow, wake: NewWaker()} }
+// NewCredit returns a Credit holding the initial window, the peer's.
+func NewCredit(window int) *Credit {
+	return &Credit{n: int64(window), window: int64(window), wake: NewWaker()}
+}
+
+// SetWindow replaces the window of a Credit none of which was taken yet
+// (the opener's, once the answer to its port_open says what was agreed).
+func (c *Credit) SetWindow(window int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n += int64(window) - c.window
+	c.window = int64(window)
+}
 
 // Add returns n bytes of credit; it fails when that would hold more than
-// StreamWindow (the peer returned credit it never had).
+// the window (the peer returned credit it never had).
 func (c *Credit) Add(n uint32) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.n+int64(n) > StreamWindow {
+	if c.n+int64(n) > c.window {
 		return fmt.Errorf("%w: credit of %d bytes on top of %d", ErrStreamWindow, n, c.n)
 	}
 	c.n += int64(n)

@@ -187,17 +187,26 @@ type Frame struct {
 var ErrBadFrame = errors.New("bad binary frame")
 
 // AppendFrame appends the frame for kind, session and data to dst. The
-// session id must be 1 to 255 bytes and data at most MaxFrameData bytes.
+// session id must be 1 to 255 bytes and data at most MaxFrameData bytes
+// (a stream frame's, LargeStreamData).
 func AppendFrame(dst []byte, kind FrameKind, session string, data []byte) ([]byte, error) {
 	if len(session) == 0 || len(session) > 255 {
 		return dst, fmt.Errorf("%w: session id of %d bytes", ErrBadFrame, len(session))
 	}
-	if len(data) > MaxFrameData {
-		return dst, fmt.Errorf("%w: %d bytes of data, more than %d", ErrBadFrame, len(data), MaxFrameData)
+	if max := maxFrameData(kind); len(data) > max {
+		return dst, fmt.Errorf("%w: %d bytes of data, more than %d", ErrBadFrame, len(data), max)
 	}
 	dst = append(dst, byte(FrameVersion<<4)|byte(kind&0x0f), byte(len(session)))
 	dst = append(dst, session...)
 	return append(dst, data...), nil
+}
+
+// maxFrameData is the most data a frame of kind carries.
+func maxFrameData(kind FrameKind) int {
+	if IsStreamFrame(kind) {
+		return LargeStreamData
+	}
+	return MaxFrameData
 }
 
 // FrameHeaderLen is the header length of a frame for session.
@@ -220,8 +229,8 @@ func ParseFrame(b []byte) (Frame, error) {
 		return Frame{}, fmt.Errorf("%w: session id of %d bytes in %d", ErrBadFrame, n, len(b))
 	}
 	data := b[2+n:]
-	if len(data) > MaxFrameData {
-		return Frame{}, fmt.Errorf("%w: %d bytes of data, more than %d", ErrBadFrame, len(data), MaxFrameData)
+	if max := maxFrameData(kind); len(data) > max {
+		return Frame{}, fmt.Errorf("%w: %d bytes of data, more than %d", ErrBadFrame, len(data), max)
 	}
 	f := Frame{Kind: kind, Session: string(b[2 : 2+n]), Data: data}
 	if IsStreamFrame(kind) {

@@ -436,14 +436,22 @@ class TerminalSessions:
 
 
 @dataclass
+class StreamLimits:
+    data: int
+    window: int
+
+
+@dataclass
 class PortOpen:
     stream: str
     port: int
+    limits: StreamLimits | None = None
 
 
 @dataclass
 class StreamRef:
     stream: str
+    limits: StreamLimits | None = None
 
 
 @dataclass

@@ -171,9 +171,11 @@ export const TerminalExit = obj({ session: str, exit_code: num });
 export const TerminalSessions = obj({ sessions: arr(TerminalInfo) });
 
 /** Port streams between a bridge and its agent (docs/protocol.md, Ports and streams). */
-export const PortOpen = obj({ stream: str, port: num });
+export const StreamLimits = obj({ data: num, window: num });
 
-export const StreamRef = obj({ stream: str });
+export const PortOpen = obj({ stream: str, port: num, limits: opt(StreamLimits) });
+
+export const StreamRef = obj({ stream: str, limits: opt(StreamLimits) });
 
 export const StreamClose = obj({ stream: str, code: opt(str), message: opt(str) });
 
@@ -284,6 +286,7 @@ export type TerminalAttached = TypeOf<typeof TerminalAttached>;
 export type TerminalDetached = TypeOf<typeof TerminalDetached>;
 export type TerminalExit = TypeOf<typeof TerminalExit>;
 export type TerminalSessions = TypeOf<typeof TerminalSessions>;
+export type StreamLimits = TypeOf<typeof StreamLimits>;
 export type PortOpen = TypeOf<typeof PortOpen>;
 export type StreamRef = TypeOf<typeof StreamRef>;
 export type StreamClose = TypeOf<typeof StreamClose>;
