@@ -4,10 +4,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os/exec"
 	"testing"
 	"time"
+
+	"github.com/boxwire/boxwire/bridge/wire"
+	"github.com/boxwire/boxwire/client/chat"
 )
 
 // benchPreviewDownload: a 100 MiB file from python3's http.server in the
@@ -65,9 +69,32 @@ func benchPreviewDownload(t *testing.T, e *env, r *report) {
 		}
 		return took
 	}
+	// The same download through a forward (client forward's path: a
+	// WebSocket to /v1/threads/{id}/forward/8000 per connection).
+	forwarded := &http.Client{Timeout: 5 * time.Minute, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return chat.DialPort(ctx, chat.Config{URL: e.bridge.url + wire.Path, Token: e.token}, id, 8000)
+		},
+	}}
+	forward := func() time.Duration {
+		start := time.Now()
+		resp, err := forwarded.Get("http://sandbox:8000/big.bin")
+		if err != nil {
+			t.Fatalf("forward download: %v", err)
+		}
+		n, err := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		took := time.Since(start)
+		if err != nil || n != size || resp.StatusCode != http.StatusOK {
+			t.Fatalf("forward download: %d, %d bytes of %d, %v", resp.StatusCode, n, size, err)
+		}
+		return took
+	}
 	ours()
-	dockerCat() // warm both (page cache, connections)
-	via, direct := interleave(t, rounds, ours, dockerCat)
+	forward()
+	dockerCat() // warm them (page cache, connections)
+	out := interleaveAll(t, rounds, ours, forward, dockerCat)
+	via, fwd, direct := out[0], out[1], out[2]
 	mibps := func(ms float64) float64 { return float64(size) / (1 << 20) / (ms / 1000) }
 	ratio := mibps(medianMS(via)) / mibps(medianMS(direct))
 	r.add(figure{name: "preview_download", value: mibps(medianMS(via)), unit: "MiB/s", ratio: ratio,
@@ -75,4 +102,7 @@ func benchPreviewDownload(t *testing.T, e *env, r *report) {
 		target:  "≥ 0.8× docker exec cat of the same file, every byte", met: met(ratio >= 0.8),
 		note: fmt.Sprintf("100 MiB from python3 -m http.server through the path-form preview %.1f MiB/s vs docker exec cat %.1f MiB/s, medians of %d",
 			mibps(medianMS(via)), mibps(medianMS(direct)), rounds)})
+	r.add(figure{name: "forward_download", value: mibps(medianMS(fwd)), unit: "MiB/s", ratio: mibps(medianMS(fwd)) / mibps(medianMS(direct)),
+		samples: perRound(fwd, func(d time.Duration) float64 { return mibps(float64(d) / float64(time.Millisecond)) }),
+		note:    fmt.Sprintf("the same file through a forward (client forward's WebSocket, chat.DialPort) %.1f MiB/s, in the same rounds", mibps(medianMS(fwd)))})
 }

@@ -20,7 +20,7 @@ import (
 // nothing listens on is a 502 with a body that says so.
 const (
 	// maxForwardMessage bounds one message from the user (the client
-	// sends at most wire.MaxStreamData); a larger one closes with 1009.
+	// sends at most wire.LargeStreamData); a larger one closes with 1009.
 	maxForwardMessage = 1 << 20
 	// forwardWriteWait bounds writing one message to the user.
 	forwardWriteWait = 30 * time.Second
@@ -124,7 +124,7 @@ func fromUser(ws *websocket.Conn, conn net.Conn) error {
 // toUser copies conn into binary messages; at conn's end it sends an
 // empty one. It returns nil for an orderly end.
 func toUser(ws *websocket.Conn, conn net.Conn) error {
-	buf := make([]byte, wire.MaxStreamData)
+	buf := make([]byte, wire.LargeStreamData) // a stream's largest frame; clients take up to 1 MiB
 	for {
 		n, err := conn.Read(buf)
 		if n > 0 {

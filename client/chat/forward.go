@@ -159,13 +159,14 @@ func (c *portConn) Read(p []byte) (int, error) {
 	}
 }
 
-// Write sends p in messages of at most wire.MaxStreamData bytes.
+// Write sends p in messages of at most wire.LargeStreamData bytes (a
+// bridge takes up to 1 MiB).
 func (c *portConn) Write(p []byte) (int, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	written := 0
 	for written < len(p) {
-		n := min(len(p)-written, wire.MaxStreamData)
+		n := min(len(p)-written, wire.LargeStreamData)
 		if err := c.ws.WriteMessage(websocket.BinaryMessage, p[written:written+n]); err != nil {
 			return written, err
 		}
