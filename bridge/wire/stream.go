@@ -87,20 +87,22 @@ type StreamLimits struct {
 }
 
 // DefaultStreamLimits are the limits of a stream one side of which
-// offered none.
+// offered none. Not to be changed, as OfferedStreamLimits.
 var DefaultStreamLimits = StreamLimits{Data: MaxStreamData, Window: StreamWindow}
 
-// OfferedStreamLimits are the limits this build offers for its side.
+// OfferedStreamLimits are the limits this build offers for its side;
+// messages carry a pointer to it.
 var OfferedStreamLimits = StreamLimits{Data: LargeStreamData, Window: LargeStreamWindow}
 
 // Negotiate returns a stream's limits: own, what this side accepts (its
 // Inbox), and peer, what it may send (its Credit and frame size). offer is
 // what the peer's port_open or port_opened said, nil for nothing; mine is
 // what this side offered, nil for nothing (it answers a peer that offered
-// none). Both nil-free: each side's own offer, the peer's clamped to what
-// this build handles (a smaller frame or window than the peer accepts is
-// always safe). Either nil: DefaultStreamLimits both ways. An offer
-// outside 1 ≤ Data ≤ Window is an error: the stream must not open.
+// none). With both set, each side gets its own offer, the peer's clamped
+// to what this build handles (a smaller frame or window than the peer
+// accepts is always safe); with either nil, DefaultStreamLimits both
+// ways. An offer outside 1 ≤ Data ≤ Window is an error: the stream must
+// not open.
 func Negotiate(mine, offer *StreamLimits) (own, peer StreamLimits, err error) {
 	if mine == nil || offer == nil {
 		return DefaultStreamLimits, DefaultStreamLimits, nil
