@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/boxwire/boxwire/bridge/wire"
@@ -92,10 +93,21 @@ func New(cfg Config) (*Preview, error) {
 			keepOwnCookies(resp.Header)
 			return nil
 		},
-		ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
+		ErrorLog:   slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
+		BufferPool: copyBuffers{},
 	}
 	return p, nil
 }
+
+// copyBuffers are the proxy's copy buffers, each a stream's largest data
+// frame (wire.LargeStreamData), so that one read of the stream can take a
+// whole frame and one write pass it on (the proxy's own are 32 KiB).
+type copyBuffers struct{}
+
+var copyBufferPool = sync.Pool{New: func() any { return new([wire.LargeStreamData]byte) }}
+
+func (copyBuffers) Get() []byte  { return copyBufferPool.Get().(*[wire.LargeStreamData]byte)[:] }
+func (copyBuffers) Put(b []byte) { copyBufferPool.Put((*[wire.LargeStreamData]byte)(b)) }
 
 // Close drops the kept-alive connections to apps; live requests go on.
 func (p *Preview) Close() { p.transport.CloseIdleConnections() }
