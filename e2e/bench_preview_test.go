@@ -30,22 +30,26 @@ func benchPreviewDownload(t *testing.T, e *env, r *report) {
 	s.runTool("execute", map[string]any{"command": "cd /workspace && exec python3 -m http.server 8000 --bind 127.0.0.1", "background": true}, turnTimeout)
 	s.awaitPorts(8000)
 	container := e.threadInfo(id).SandboxID
-	client := &http.Client{Timeout: 5 * time.Minute}
-	ours := func() time.Duration {
-		req, _ := http.NewRequest(http.MethodGet, e.bridge.url+"/v1/threads/"+id+"/ports/8000/big.bin", nil)
-		req.Header.Set("Authorization", "Bearer "+e.token)
+	// download times one GET of the file through c, checking every byte.
+	download := func(what string, c *http.Client, req *http.Request) time.Duration {
 		start := time.Now()
-		resp, err := client.Do(req)
+		resp, err := c.Do(req)
 		if err != nil {
-			t.Fatalf("preview download: %v", err)
+			t.Fatalf("%s download: %v", what, err)
 		}
 		n, err := io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 		took := time.Since(start)
 		if err != nil || n != size || resp.StatusCode != http.StatusOK {
-			t.Fatalf("preview download: %d, %d bytes of %d, %v", resp.StatusCode, n, size, err)
+			t.Fatalf("%s download: %d, %d bytes of %d, %v", what, resp.StatusCode, n, size, err)
 		}
 		return took
+	}
+	client := &http.Client{Timeout: 5 * time.Minute}
+	ours := func() time.Duration {
+		req, _ := http.NewRequest(http.MethodGet, e.bridge.url+"/v1/threads/"+id+"/ports/8000/big.bin", nil)
+		req.Header.Set("Authorization", "Bearer "+e.token)
+		return download("preview", client, req)
 	}
 	dockerCat := func() time.Duration {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -77,18 +81,8 @@ func benchPreviewDownload(t *testing.T, e *env, r *report) {
 		},
 	}}
 	forward := func() time.Duration {
-		start := time.Now()
-		resp, err := forwarded.Get("http://sandbox:8000/big.bin")
-		if err != nil {
-			t.Fatalf("forward download: %v", err)
-		}
-		n, err := io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		took := time.Since(start)
-		if err != nil || n != size || resp.StatusCode != http.StatusOK {
-			t.Fatalf("forward download: %d, %d bytes of %d, %v", resp.StatusCode, n, size, err)
-		}
-		return took
+		req, _ := http.NewRequest(http.MethodGet, "http://sandbox:8000/big.bin", nil)
+		return download("forward", forwarded, req)
 	}
 	ours()
 	forward()
