@@ -104,13 +104,18 @@ func benchExecute(t *testing.T, e *env, r *report) {
 const spareRefill = 150 * time.Millisecond
 
 // benchExecuteBreakdown splits `execute true` by what each hop adds, all
-// sides interleaved (the first changing every round), medians of 100:
-// a ping straight to the agent's socket (the client library, one
-// WebSocket hop, the agent's reader and writer), the same ping through
-// the bridge (its relay hop), the ls tool and execute true straight to
-// the agent (its tool dispatch, then the spare shell's eval), and execute
-// true through the bridge (what the bridge's event path adds: numbering,
-// the store's append, the fan-out of tool_call and tool_result).
+// sides interleaved (the first changing every round), medians of 100,
+// each after the same idle as the two executes (which need it for the
+// agent's spare shells; a ping or an ls back to back would be faster by
+// the machine's wake-up from idle alone, and the difference would show as
+// the shell's): a ping straight to the agent's socket (the client
+// library, one WebSocket hop, the agent's reader and writer), the same
+// ping through the bridge (its relay hop), the ls tool and execute true
+// straight to the agent (its tool dispatch, then the spare shell), and
+// execute true through the bridge (what the bridge's event path adds:
+// numbering, the store's append, the fan-out of tool_call and
+// tool_result). A sixth side, ls back to back after another call, says
+// what the idle costs (execute_idle_wake).
 func benchExecuteBreakdown(t *testing.T, ctx context.Context, e *env, via *chat.Conn, viaExec func() time.Duration, r *report) {
 	const rounds = 100
 	thread := via.Thread()
@@ -142,8 +147,9 @@ func benchExecuteBreakdown(t *testing.T, ctx context.Context, e *env, via *chat.
 			return f()
 		}
 	}
-	sides := []func() time.Duration{ping(direct), ping(via), tool("ls", map[string]any{"path": "."}),
-		paced(tool("execute", map[string]any{"command": "true"})), paced(viaExec)}
+	ls := tool("ls", map[string]any{"path": "."})
+	sides := []func() time.Duration{paced(ping(direct)), paced(ping(via)), paced(ls),
+		paced(tool("execute", map[string]any{"command": "true"})), paced(viaExec), ls}
 	got := make([][]time.Duration, len(sides))
 	for i := range rounds {
 		for k := range sides {
@@ -155,10 +161,12 @@ func benchExecuteBreakdown(t *testing.T, ctx context.Context, e *env, via *chat.
 	for i := range sides {
 		m[i] = medianMS(got[i])
 	}
-	pingDirect, pingVia, lsDirect, execDirect, execVia := m[0], m[1], m[2], m[3], m[4]
+	pingDirect, pingVia, lsDirect, execDirect, execVia, lsAtOnce := m[0], m[1], m[2], m[3], m[4], m[5]
 	r.add(figure{name: "execute_breakdown", value: execVia, unit: "ms", samples: msOf(got[4]),
-		note: fmt.Sprintf("execute true %.2f ms = client+hop+agent I/O (ping to the agent) %.2f + bridge relay hop %.2f + bridge event path (store, numbering, 2 events) %.2f + agent tool dispatch (ls − ping) %.2f + shell (execute − ls, straight to the agent) %.2f; medians of %d, interleaved",
-			execVia, pingDirect, pingVia-pingDirect, (execVia-execDirect)-(pingVia-pingDirect), lsDirect-pingDirect, execDirect-lsDirect, rounds)})
+		note: fmt.Sprintf("execute true %.2f ms = client+hop+agent I/O (ping to the agent) %.2f + bridge relay hop %.2f + bridge event path (store, numbering, 2 events) %.2f + agent tool dispatch (ls − ping) %.2f + shell (execute − ls, straight to the agent) %.2f; each side after %v idle, medians of %d, interleaved",
+			execVia, pingDirect, pingVia-pingDirect, (execVia-execDirect)-(pingVia-pingDirect), lsDirect-pingDirect, execDirect-lsDirect, spareRefill, rounds)})
+	r.add(figure{name: "execute_idle_wake", value: lsDirect - lsAtOnce, unit: "ms",
+		note: fmt.Sprintf("what %v idle adds to a call: ls straight to the agent %.2f ms after it vs %.2f ms right after another call (medians of %d, the same rounds); part of every side above", spareRefill, lsDirect, lsAtOnce, rounds)})
 }
 
 // dockerExecAPI runs cmd in a container through the Engine API and waits for
