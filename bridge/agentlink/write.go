@@ -24,7 +24,7 @@ const (
 	// inputBudget bounds the bytes of input frames waiting: never less
 	// than RequestQueueLen frames, so the item bound is the one that
 	// counts, as for a channel of frames.
-	inputBudget = RequestQueueLen * (wire.MaxFrameData + 2 + 255)
+	inputBudget = RequestQueueLen * wire.MaxTerminalFrame
 )
 
 // Why Send and SendInput did not queue.

@@ -33,7 +33,7 @@ const (
 	// termLagGrace is how long a full client may lag behind one that keeps up.
 	termLagGrace = time.Second
 	// maxInputFrame bounds a client's binary frame.
-	maxInputFrame = wire.MaxFrameData + 2 + 255
+	maxInputFrame = wire.MaxTerminalFrame
 )
 
 // termQueue is a client's terminal queue (control messages and output

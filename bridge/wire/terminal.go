@@ -162,6 +162,9 @@ const (
 	// MaxFrameData is the most terminal bytes one frame carries; senders
 	// coalesce output up to it.
 	MaxFrameData = 64 << 10
+	// MaxTerminalFrame is the longest terminal frame: a header with the
+	// longest session id, and MaxFrameData bytes.
+	MaxTerminalFrame = 2 + 255 + MaxFrameData
 )
 
 // FrameKind says which way a frame's bytes go.
