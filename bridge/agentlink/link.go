@@ -226,7 +226,6 @@ func (l *Link) read(c *connection) {
 	ws.SetPongHandler(func(string) error {
 		return ws.SetReadDeadline(time.Now().Add(pongWait))
 	})
-	var scratch []byte // terminal frames are read through it
 	for {
 		mt, r, err := ws.NextReader()
 		if err != nil {
@@ -236,7 +235,7 @@ func (l *Link) read(c *connection) {
 			return
 		}
 		if mt == websocket.BinaryMessage { // terminal output
-			data, err := readFrame(r, &scratch)
+			data, err := readFrame(r)
 			if err == nil && len(data) > 0 && wire.IsStreamFrame(wire.FrameKind(data[0]&0x0f)) {
 				l.streams.parseFrame(data) // streams.go: never waits
 				continue
@@ -291,14 +290,22 @@ func writeEnvelope(ws *websocket.Conn, env wire.Envelope) error {
 	return wire.Writer{Conn: ws, Wait: writeWait}.JSON(env)
 }
 
+// frameScratch holds the buffers binary frames are read through: one
+// taken for each frame, given back once it is copied out, so an idle link
+// that once carried a terminal or a stream holds none (a buffer is
+// maxFrame+1 bytes, about 128 KiB).
+var frameScratch = sync.Pool{New: func() any {
+	b := make([]byte, maxFrame+1)
+	return &b
+}}
+
 // readFrame reads a binary frame from the agent into a buffer of its own
-// size, reading through scratch (the reader's, reused): one allocation per
-// frame, where io.ReadAll grows a buffer several times. A frame over
-// maxFrame is cut there (wire.ParseFrame then refuses it).
-func readFrame(r io.Reader, scratch *[]byte) ([]byte, error) {
-	if *scratch == nil {
-		*scratch = make([]byte, maxFrame+1)
-	}
+// size, reading through a scratch buffer from frameScratch: one
+// allocation per frame, where io.ReadAll grows a buffer several times. A
+// frame over maxFrame is cut there (wire.ParseFrame then refuses it).
+func readFrame(r io.Reader) ([]byte, error) {
+	scratch := frameScratch.Get().(*[]byte)
+	defer frameScratch.Put(scratch)
 	buf := *scratch
 	n := 0
 	for n < len(buf) {
