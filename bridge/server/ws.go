@@ -19,10 +19,10 @@ import (
 
 // upgrader makes client connections. An idle connection holds no write
 // buffer: each message takes one from wsWriteBuffers and gives it back
-// once written. It reads through the HTTP server's own 4 KiB reader
-// (ReadBufferSize 0), which the upgrade takes over instead of allocating
-// a second one.
-var upgrader = websocket.Upgrader{WriteBufferSize: 4096, WriteBufferPool: wsWriteBuffers}
+// once written. It reads through a reader of its own of wire.ReadBufferSize
+// (1 KiB), not the HTTP server's 4 KiB one, which the upgrade would
+// otherwise take over and keep for the connection's life.
+var upgrader = websocket.Upgrader{ReadBufferSize: wire.ReadBufferSize, WriteBufferSize: 4096, WriteBufferPool: wsWriteBuffers}
 
 // wsWriteBuffers are the write buffers of client connections in use.
 var wsWriteBuffers = &sync.Pool{}

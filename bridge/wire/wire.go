@@ -358,6 +358,13 @@ func IsEvent(t Type) bool { return events[t] }
 // ErrTooLarge is returned by ReadMessage for a frame over the limit.
 var ErrTooLarge = errors.New("message too large")
 
+// ReadBufferSize is the read buffer the bridge gives each WebSocket it
+// holds open (to clients and to agents). Small: a frame's header and a
+// small message fit, and a longer read goes straight into the reader's
+// own buffer, but an idle connection holds 1 KiB instead of gorilla's
+// default 4 KiB.
+const ReadBufferSize = 1 << 10
+
 // ReadMessage reads one frame of at most limit bytes from r and decodes it.
 // A larger frame is drained (so the connection stays usable) and reported
 // as ErrTooLarge; a frame that is not a JSON envelope with a type is

@@ -243,6 +243,7 @@ func (g *Greeter) open(ctx context.Context, t Target, id string) (*websocket.Con
 			return dirs.DialAgent(ctx, AgentSocket)
 		},
 		HandshakeTimeout: HelloTimeout,
+		ReadBufferSize:   wire.ReadBufferSize,
 		WriteBufferPool:  agentWriteBuffers,
 	}
 	conn, _, err := d.DialContext(ctx, "ws://agent"+wire.Path, nil)
