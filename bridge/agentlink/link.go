@@ -144,14 +144,20 @@ type connection struct {
 	// The writer's own: set by start before the pump's first run.
 	greeted bool
 	stopCtx func() bool // ends the kick on the thread's end
+	// tc is ws's socket when a request can be written on the sender's
+	// goroutine (Send, tryWrite); nil when it cannot. try is tryWrite
+	// on c, made once.
+	tc  *wire.TryConn
+	try func() bool
 }
 
 // connSeq numbers agent connections.
 var connSeq atomic.Uint64
 
 func (l *Link) newConnection(ws *websocket.Conn) *connection {
-	c := &connection{n: connSeq.Add(1), ws: ws, dead: make(chan struct{})}
+	c := &connection{n: connSeq.Add(1), ws: ws, dead: make(chan struct{}), tc: wire.TryConnOf(ws.NetConn())}
 	c.pump = wire.NewPump(func() bool { return l.write(c) }, pingPeriod)
+	c.try = func() bool { return l.tryWrite(c) }
 	return c
 }
 

@@ -48,14 +48,21 @@ func newInput(kick func()) *wire.Queue[wire.Envelope] {
 }
 
 // Send queues env, a request for the agent, for the writer. When the
-// queue is full it waits for room, at most wait (no bound when wait is
-// 0). It fails with ErrAgentGone when the agent connection has ended (or
+// writer is idle, env is written right away on the caller's goroutine, as
+// much of it as the socket takes at once (wire.Pump.TryKick); the caller
+// must hold no lock. When the queue is full it waits for room, at most
+// wait (no bound when wait is 0). It fails with ErrAgentGone when the agent connection has ended (or
 // ends while it waits), ErrThreadEnded when the thread ends, ErrAgentBusy
 // when wait passes. While the fleet replaces the sandbox on purpose (an
 // image update, its lifetime), an ended connection is waited out, at most
 // wait, and env goes to the next one. It is safe for concurrent use.
 func (l *Link) Send(env wire.Envelope, wait time.Duration) error {
-	return l.enqueue(l.requests, func() bool { return l.requests.Send(env) }, l.liveDead(wait), wait)
+	err := l.enqueue(l.requests, func() bool { return l.requests.Put(env) }, l.liveDead(wait), wait)
+	if err == nil {
+		c := l.live.Load()
+		c.pump.TryKick(c.try)
+	}
+	return err
 }
 
 // SendInput queues a terminal input frame for the writer, as Send does a
@@ -133,6 +140,12 @@ func (l *Link) kick() { l.live.Load().pump.Kick() }
 // sends the agent a close frame), or a write failed. It closes the
 // connection when it finishes.
 func (l *Link) write(c *connection) (finished bool) {
+	if c.tc != nil {
+		if err := c.tc.Flush(writeWait); err != nil { // what a try left
+			l.log.Warn("write to agent", "err", err)
+			return l.endWriter(c)
+		}
+	}
 	if !c.greeted {
 		c.greeted = true
 		if err := writeEnvelope(c.ws, l.resumeRequest()); err != nil {
@@ -166,25 +179,43 @@ func (l *Link) write(c *connection) (finished bool) {
 	}
 }
 
+// tryWrite is c's writer's run on a sender's goroutine (wire.Pump.TryKick):
+// it writes waiting requests without ever waiting for the socket, and
+// reports whether the writer has more to do. It leaves everything else to
+// the writer: the resume request, stream traffic, input, pings, the end.
+func (l *Link) tryWrite(c *connection) (more bool) {
+	if c.tc == nil || !c.greeted {
+		return true
+	}
+	select {
+	case <-c.dead:
+		return true
+	case <-l.ctx.Done():
+		return true
+	default:
+	}
+	c.tc.Try(true)
+	defer c.tc.Try(false)
+	for !c.tc.Blocked() {
+		it, ok := l.requests.TryNext()
+		if !ok {
+			return false
+		}
+		if err := l.writeRequest(c, it); err != nil {
+			return true // the writer's Flush meets the error and ends it
+		}
+	}
+	return true
+}
+
 // writeNext writes the next request, the next stream item and the next
 // input frame, those that wait, and reports whether any did. A failed
 // write is logged here.
 func (l *Link) writeNext(c *connection) (busy bool, err error) {
 	if it, ok := l.requests.TryNext(); ok {
 		busy = true
-		l.requests.Release(it)
-		env := *it.Msg
-		switch {
-		case wire.IsStream(env.Type): // streams.go: the bridge's own
-			l.refuseStream(env)
-		default:
-			if startsWork(env.Type) {
-				l.sent.add(env, c.n) // before the agent can answer it (inflight.go)
-			}
-			if err := writeEnvelope(c.ws, env); err != nil {
-				l.log.Warn("write to agent", "err", err)
-				return busy, err
-			}
+		if err := l.writeRequest(c, it); err != nil {
+			return busy, err
 		}
 	}
 	if q := l.streams.pending(); q != nil {
@@ -205,6 +236,25 @@ func (l *Link) writeNext(c *connection) (busy bool, err error) {
 		}
 	}
 	return busy, nil
+}
+
+// writeRequest writes a request taken from the queue (a stream's is
+// refused: streams are the bridge's own). A failed write is logged here.
+func (l *Link) writeRequest(c *connection, it wire.Item[wire.Envelope]) error {
+	l.requests.Release(it)
+	env := *it.Msg
+	if wire.IsStream(env.Type) { // streams.go
+		l.refuseStream(env)
+		return nil
+	}
+	if startsWork(env.Type) {
+		l.sent.add(env, c.n) // before the agent can answer it (inflight.go)
+	}
+	if err := writeEnvelope(c.ws, env); err != nil {
+		l.log.Warn("write to agent", "err", err)
+		return err
+	}
+	return nil
 }
 
 // endWriter finishes c's writer: it closes the connection (its reader

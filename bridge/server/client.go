@@ -69,6 +69,12 @@ type client struct {
 	greeted bool
 	cursor  uint64 // seq of the last event written
 
+	// tc is conn's socket when a reply can be written on the goroutine
+	// that has it (reply, tryWrite); nil when it cannot (TLS). try is
+	// tryWrite, made once.
+	tc  *wire.TryConn
+	try func() bool
+
 	termQueue // terminal frames and control messages (terminal.go)
 }
 
@@ -83,6 +89,8 @@ func newClient(id string, conn *websocket.Conn, log *slog.Logger) *client {
 	c.pump = wire.NewPump(c.write, pingPeriod)
 	c.send.OnPush(c.pump.Kick)
 	c.term.OnPush(c.pump.Kick)
+	c.tc = wire.TryConnOf(conn.NetConn())
+	c.try = c.tryWrite
 	return c
 }
 
@@ -90,9 +98,51 @@ func newClient(id string, conn *websocket.Conn, log *slog.Logger) *client {
 // is full is dropped. It is safe for concurrent use.
 func (c *client) enqueue(env wire.Envelope) {
 	if !c.send.Send(env) {
-		c.log.Warn("dropping slow client", "queued", c.send.Len())
-		c.kick(closeTooSlow, "client too slow: reconnect with after_seq", nil)
+		c.dropSlow()
 	}
+}
+
+// reply is enqueue for a reply from the agent, on the agent link's
+// reader: when the writer is idle, the reply is written right there, as
+// much of it as the socket takes at once (wire.Pump.TryKick), and a
+// writer goroutine is woken only for the rest. The caller holds no lock.
+func (c *client) reply(env wire.Envelope) {
+	if !c.send.Put(env) {
+		c.dropSlow()
+		return
+	}
+	c.pump.TryKick(c.try)
+}
+
+// dropSlow drops a client whose reply queue is full.
+func (c *client) dropSlow() {
+	c.log.Warn("dropping slow client", "queued", c.send.Len())
+	c.kick(closeTooSlow, "client too slow: reconnect with after_seq", nil)
+}
+
+// tryWrite is the writer's run on a producer's goroutine (wire.Pump.TryKick):
+// it writes waiting replies without ever waiting for the socket, and
+// reports whether the writer has more to do. It leaves everything else to
+// the writer: the greeting, events the client has not had (they come
+// before a reply that follows them), terminal frames, pings, the close.
+func (c *client) tryWrite() (more bool) {
+	if c.tc == nil || !c.greeted || c.cursor < c.thread.committedSeq() {
+		return true
+	}
+	c.tc.Try(true)
+	defer c.tc.Try(false)
+	w := c.w()
+	for !c.tc.Blocked() {
+		it, ok := c.send.TryNext()
+		if !ok {
+			return false
+		}
+		c.send.Release(it)
+		if err := w.JSON(*it.Msg); err != nil {
+			return true // the writer's Flush meets the error and ends it
+		}
+	}
+	return true
 }
 
 // kick asks the writer to send final (if any) and a close frame, then close
@@ -132,6 +182,11 @@ func (c *client) startWriter(t *thread, g greeting) {
 // connection is finished (true: kicked, or a write failed; conn closed).
 func (c *client) write() (finished bool) {
 	w := c.w()
+	if c.tc != nil {
+		if err := c.tc.Flush(writeWait); err != nil { // what a try left
+			return c.failed("write to client", err)
+		}
+	}
 	if !c.greeted {
 		c.greeted = true
 		for _, env := range []*wire.Envelope{&c.greet.hello, c.greet.then} {

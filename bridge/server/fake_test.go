@@ -131,8 +131,10 @@ func (a *fakeAgent) answer(env wire.Envelope) []wire.Envelope {
 		return out
 	}
 	switch env.Type {
-	case wire.TypePing:
-		return []wire.Envelope{wire.MustNew(wire.TypePong, "", env.ID, nil)}
+	case wire.TypePing: // the pong carries the ping's data back (relay_test.go)
+		pong := wire.MustNew(wire.TypePong, "", env.ID, nil)
+		pong.Data = env.Data
+		return []wire.Envelope{pong}
 	case wire.TypeInterrupt:
 		return []wire.Envelope{a.event(wire.TypeTurnDone, env.ID, wire.TurnDone{Reason: wire.ReasonInterrupted})}
 	case wire.TypeUserMessage:

@@ -1,8 +1,11 @@
 package server_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/boxwire/boxwire/bridge/wire"
 )
@@ -71,4 +74,49 @@ func TestSlowClientCatchesUp(t *testing.T) {
 	if s := summary(again.readTurn()); s != "601:assistant_delta:f 602:turn_done:f" {
 		t.Fatalf("catch up %s", s)
 	}
+}
+
+// A client that does not read its replies never holds up the agent's
+// replies to another client: the agent link's reader writes a reply on
+// its own goroutine only as far as the client's socket takes it at once
+// (wire.TryConn), and leaves the rest to the slow client's writer. The
+// slow client then gets every byte of its replies, in order.
+func TestSlowClientRepliesDoNotHoldUpOthers(t *testing.T) {
+	e := newEnv(t)
+	fast, id := e.attach("", 0)
+	slow := e.openSmallBuffer(id) // does not read until the end
+	const pings = 160             // 160 × 64 KiB: more than the sockets between hold
+	blob := strings.Repeat("y", 64<<10)
+	for i := range pings {
+		slow.request(wire.TypePing, fmt.Sprintf("s%d", i), wire.Text{Text: fmt.Sprintf("%d:%s", i, blob)})
+	}
+	// The fake agent answers in order: once the fast client's pong is here,
+	// the slow client's replies have all left the agent link's reader.
+	start := time.Now()
+	fast.request(wire.TypePing, "f", nil)
+	if ev := fast.read(); ev.Type != wire.TypePong || ev.ID != "f" {
+		t.Fatalf("fast client: got %s %q", ev.Type, ev.ID)
+	}
+	t.Logf("fast pong after %v", time.Since(start))
+	for i := range pings {
+		ev := slow.read()
+		var got wire.Text
+		if ev.Type != wire.TypePong || ev.ID != fmt.Sprintf("s%d", i) || json.Unmarshal(ev.Data, &got) != nil {
+			t.Fatalf("slow client, reply %d: got %s %q", i, ev.Type, ev.ID)
+		}
+		if want := fmt.Sprintf("%d:%s", i, blob); got.Text != want {
+			t.Fatalf("slow client, reply %d: %d bytes, want %d (first difference at %d)", i, len(got.Text), len(want), firstDiff(got.Text, want))
+		}
+	}
+}
+
+// firstDiff is the first index where a and b differ.
+func firstDiff(a, b string) int {
+	n := min(len(a), len(b))
+	for i := range n {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return n
 }

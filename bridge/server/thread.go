@@ -207,7 +207,7 @@ func (t *thread) Deliver(env wire.Envelope, connID string, routed bool) {
 		t.log.Debug("reply without a client", "type", env.Type, "id", env.ID)
 		return
 	}
-	c.enqueue(env)
+	c.reply(env)
 }
 
 // TerminalOutput fans an agent's terminal frame out (agentlink.Thread,

@@ -137,6 +137,39 @@ func (p *Pump) Kick() {
 	}
 }
 
+// TryKick is Kick from a producer that can lend its goroutine: when no
+// writer runs, it runs try there, as the writer's run, instead of handing
+// the run to a runner (a wake-up of another goroutine, and often of
+// another CPU: the most of a small message's cost on its way through).
+// try must never wait: it writes what it can at once (a TryConn in a try)
+// and reports whether the writer has more to do. Then, or when a Kick
+// came while try ran, a runner runs the writer as after a Kick. When a
+// writer runs already, TryKick is Kick.
+//
+// The caller must hold no lock the writer takes; try runs only between
+// runs of the writer, never beside one.
+func (p *Pump) TryKick(try func() (more bool)) {
+	for {
+		switch p.state.Load() {
+		case pumpIdle:
+			if p.state.CompareAndSwap(pumpIdle, pumpRunning) {
+				if !try() && p.state.CompareAndSwap(pumpRunning, pumpIdle) {
+					return // done here: a Kick from now on dispatches p
+				}
+				p.state.CompareAndSwap(pumpAgain, pumpRunning)
+				dispatch(p)
+				return
+			}
+		case pumpRunning:
+			if p.state.CompareAndSwap(pumpRunning, pumpAgain) {
+				return
+			}
+		default:
+			return
+		}
+	}
+}
+
 // run runs the writer, on a runner, until a run begins after the last
 // Kick and finds nothing, or the connection is finished.
 func (p *Pump) run() {

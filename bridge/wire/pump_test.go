@@ -19,6 +19,7 @@ type pumped struct {
 	running atomic.Int32 // writers in write now
 	most    atomic.Int32 // the most ever at once
 	runs    atomic.Int64 // calls of write
+	tries   atomic.Int64 // calls of try
 	stop    atomic.Bool  // write reports the connection finished
 	yield   bool         // write yields after each item
 	linger  int          // times write yields once drained, before it returns
@@ -39,14 +40,7 @@ func newPumped(items int) *pumped {
 // found the queue empty (lingering first if p.linger: the window between
 // "drained" and "exited" is what a lost push would fall into).
 func (p *pumped) write() bool {
-	n := p.running.Add(1)
-	defer p.running.Add(-1)
-	for {
-		m := p.most.Load()
-		if n <= m || p.most.CompareAndSwap(m, n) {
-			break
-		}
-	}
+	defer p.enter()()
 	p.runs.Add(1)
 	if p.stop.Load() {
 		return true
@@ -67,6 +61,37 @@ func (p *pumped) write() bool {
 			runtime.Gosched()
 		}
 	}
+}
+
+// enter counts a writer in (running, most) and returns its way out.
+func (p *pumped) enter() (leave func()) {
+	n := p.running.Add(1)
+	for {
+		m := p.most.Load()
+		if n <= m || p.most.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	return func() { p.running.Add(-1) }
+}
+
+// try is a try (Pump.TryKick) on the pusher's goroutine: it writes at
+// most two items, counted as a writer like write, and reports more when
+// it left any.
+func (p *pumped) try() (more bool) {
+	defer p.enter()()
+	p.tries.Add(1)
+	for range 2 {
+		it, ok := p.q.TryNext()
+		if !ok {
+			return false
+		}
+		p.q.Release(it)
+		p.mu.Lock()
+		p.written = append(p.written, *it.Msg)
+		p.mu.Unlock()
+	}
+	return true
 }
 
 func (p *pumped) count() int {
@@ -93,21 +118,26 @@ func (p *pumped) waitIdle(t *testing.T, n int) {
 // pushers are done no writer goroutine is left (goleak in TestMain) and
 // nothing is left queued. A fast writer drains and exits between bursts
 // (the exit meets the next push); a slow one is overtaken and runs on.
+//
+// With tries, half the pushers Put and TryKick: their items are often
+// written on their own goroutines (a try writes two at most, then hands
+// over), and still never beside a writer or another try.
 func TestPumpManyPushers(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name     string
 		slow     bool
 		mustExit bool
-	}{{"fast writer", false, true}, {"slow writer", true, false}} {
+		tries    bool
+	}{{"fast writer", false, true, false}, {"slow writer", true, false, false}, {"fast writer with tries", false, true, true}, {"slow writer with tries", true, false, true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			manyPushers(t, tc.slow, tc.mustExit)
+			manyPushers(t, tc.slow, tc.mustExit, tc.tries)
 		})
 	}
 }
 
-func manyPushers(t *testing.T, slow, mustExit bool) {
+func manyPushers(t *testing.T, slow, mustExit, tries bool) {
 	const pushers, each = 16, 2000
 	p := newPumped(pushers * each)
 	p.yield = slow
@@ -123,7 +153,13 @@ func manyPushers(t *testing.T, slow, mustExit bool) {
 				if p.pump.Idle() {
 					idleSeen.Add(1)
 				}
-				if !p.q.Send([2]int{w, i}) {
+				if tries && w%2 == 1 {
+					if !p.q.Put([2]int{w, i}) {
+						t.Errorf("pusher %d: queue full at %d", w, i)
+						return
+					}
+					p.pump.TryKick(p.try)
+				} else if !p.q.Send([2]int{w, i}) {
 					t.Errorf("pusher %d: queue full at %d", w, i)
 					return
 				}
@@ -156,7 +192,10 @@ func manyPushers(t *testing.T, slow, mustExit bool) {
 	if mustExit && idleSeen.Load() == 0 {
 		t.Fatalf("the writer never exited between pushes (%d runs): the race was not exercised", p.runs.Load())
 	}
-	t.Logf("%d writer runs for %d items; %d pushes found no writer", p.runs.Load(), pushers*each, idleSeen.Load())
+	if tries && mustExit && p.tries.Load() == 0 {
+		t.Fatalf("no try ran (%d runs): TryKick never found the writer idle", p.runs.Load())
+	}
+	t.Logf("%d writer runs and %d tries for %d items; %d pushes found no writer", p.runs.Load(), p.tries.Load(), pushers*each, idleSeen.Load())
 }
 
 // A push right after each drain, many times over: the writer on its way
@@ -180,6 +219,49 @@ func TestPumpPushAfterDrain(t *testing.T) {
 	p.waitIdle(t, rounds)
 	if m := p.most.Load(); m != 1 {
 		t.Fatalf("%d writers ran at once", m)
+	}
+	for i, it := range p.written {
+		if it[1] != i {
+			t.Fatalf("item %d is %d", i, it[1])
+		}
+	}
+}
+
+// TryKick on an idle pump runs the try on the caller's goroutine, and
+// no writer when the try found nothing more; a try that leaves more has a
+// writer run after it; on a pump not yet started it runs nothing.
+func TestPumpTryKick(t *testing.T) {
+	t.Parallel()
+	p := newPumped(8)
+	p.q.Put([2]int{0, 0})
+	p.pump.TryKick(p.try) // held: nothing runs
+	if p.tries.Load() != 0 || p.runs.Load() != 0 {
+		t.Fatalf("before Start: %d tries, %d runs", p.tries.Load(), p.runs.Load())
+	}
+	p.pump.Start()
+	p.waitIdle(t, 1)
+	runs := p.runs.Load()
+
+	p.q.Put([2]int{0, 1})
+	p.pump.TryKick(p.try)
+	if p.tries.Load() != 1 || p.count() != 2 { // written here, before TryKick returned
+		t.Fatalf("idle pump: %d tries, %d written", p.tries.Load(), p.count())
+	}
+	if !p.pump.Idle() {
+		t.Fatal("a writer runs after a try that left nothing")
+	}
+	time.Sleep(10 * time.Millisecond)
+	if p.runs.Load() != runs {
+		t.Fatalf("the writer ran after a try that left nothing (%d runs, then %d)", runs, p.runs.Load())
+	}
+
+	for i := range 5 { // more than a try takes
+		p.q.Put([2]int{0, 2 + i})
+	}
+	p.pump.TryKick(p.try)
+	p.waitIdle(t, 7)
+	if p.tries.Load() != 2 || p.runs.Load() != runs+1 {
+		t.Fatalf("a try that left more: %d tries, %d runs after %d", p.tries.Load(), p.runs.Load(), runs)
 	}
 	for i, it := range p.written {
 		if it[1] != i {

@@ -65,6 +65,12 @@ func (q *Queue[M]) Send(m M) bool {
 	return q.push(Item[M]{Msg: &m})
 }
 
+// Put is Send without OnPush's call: for a sender that has the
+// consumer look at the queue itself next (Pump.TryKick).
+func (q *Queue[M]) Put(m M) bool {
+	return q.pushQuiet(Item[M]{Msg: &m})
+}
+
 // Offer queues frame unless that would pass the byte budget or the item
 // bound, and reports whether it did. The queue keeps frame until the
 // consumer releases it; the caller must not change it.
@@ -83,6 +89,17 @@ func (q *Queue[M]) Offer(frame []byte) bool {
 // push appends it unless the queue is full, growing the ring as needed,
 // and leaves the consumer a token.
 func (q *Queue[M]) push(it Item[M]) bool {
+	if !q.pushQuiet(it) {
+		return false
+	}
+	if q.pushed != nil {
+		q.pushed()
+	}
+	return true
+}
+
+// pushQuiet is push without OnPush's call.
+func (q *Queue[M]) pushQuiet(it Item[M]) bool {
 	q.mu.Lock()
 	if q.n >= q.max {
 		q.mu.Unlock()
@@ -100,9 +117,6 @@ func (q *Queue[M]) push(it Item[M]) bool {
 		case ready <- struct{}{}:
 		default: // a token is already there
 		}
-	}
-	if q.pushed != nil {
-		q.pushed()
 	}
 	return true
 }

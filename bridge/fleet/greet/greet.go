@@ -240,7 +240,11 @@ func (g *Greeter) open(ctx context.Context, t Target, id string) (*websocket.Con
 	dirs := t.Dirs
 	d := websocket.Dialer{
 		NetDialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return dirs.DialAgent(ctx, AgentSocket)
+			nc, err := dirs.DialAgent(ctx, AgentSocket)
+			if err != nil {
+				return nil, err
+			}
+			return wire.NewTryConn(nc), nil // the link's requests can go out on the sender's goroutine (agentlink.Link.Send)
 		},
 		HandshakeTimeout: HelloTimeout,
 		ReadBufferSize:   wire.ReadBufferSize,
