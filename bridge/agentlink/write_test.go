@@ -53,7 +53,11 @@ func agentPair(t *testing.T) (ws, agent *websocket.Conn) {
 	t.Cleanup(func() { srv.Close(); <-served })
 	d := websocket.Dialer{NetDialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		var nd net.Dialer
-		return nd.DialContext(ctx, "unix", sock)
+		nc, err := nd.DialContext(ctx, "unix", sock)
+		if err != nil {
+			return nil, err
+		}
+		return wire.NewTryConn(nc), nil // as the greeter dials: requests go out on the sender's goroutine
 	}}
 	ws, _, err = d.Dial("ws://agent"+wire.Path, nil)
 	if err != nil {
@@ -137,4 +141,54 @@ func TestSendWaitsForAStuckAgent(t *testing.T) {
 	if err := link.SendInput([]byte{1}, time.Second); !errors.Is(err, agentlink.ErrAgentGone) {
 		t.Fatalf("input after the connection ended: %v, want ErrAgentGone", err)
 	}
+}
+
+// Requests from many senders at once, written on their own goroutines
+// when the writer is idle (wire.Pump.TryKick) and by the writer when not:
+// the agent gets each exactly once, every sender's in the order it sent
+// them, and never two frames mixed.
+func TestSendFromManySenders(t *testing.T) {
+	ws, agent := agentPair(t)
+	link := startLink(t, ws)
+	const senders, each = 8, 300
+	var wg sync.WaitGroup
+	for s := range senders {
+		wg.Go(func() {
+			for i := range each {
+				env := wire.Envelope{Type: wire.TypePing, Thread: "t1", ID: "c" + strconv.Itoa(s) + "/" + strconv.Itoa(i)}
+				if i%50 == 0 { // now and then one larger than the socket takes at once
+					env.Data, _ = json.Marshal(strings.Repeat("y", 300<<10))
+				}
+				if err := link.Send(env, waitFor); err != nil {
+					t.Errorf("sender %d, request %d: %v", s, i, err)
+					return
+				}
+				if i%7 == 0 {
+					time.Sleep(50 * time.Microsecond) // let the writer go idle
+				}
+			}
+		})
+	}
+	next := make([]int, senders)
+	for got := 0; got < senders*each; {
+		_ = agent.SetReadDeadline(time.Now().Add(waitFor))
+		var env wire.Envelope
+		if err := agent.ReadJSON(&env); err != nil {
+			t.Fatalf("agent read after %d requests: %v", got, err)
+		}
+		if env.Type == wire.TypeResume {
+			continue
+		}
+		conn, id, _ := strings.Cut(env.ID, "/")
+		s, _ := strconv.Atoi(strings.TrimPrefix(conn, "c"))
+		if s < 0 || s >= senders {
+			t.Fatalf("request %d: got %s %q from no sender", got, env.Type, env.ID)
+		}
+		if i, _ := strconv.Atoi(id); env.Type != wire.TypePing || i != next[s] {
+			t.Fatalf("request %d: got %s %q, want c%d/%d", got, env.Type, env.ID, s, next[s])
+		}
+		next[s]++
+		got++
+	}
+	wg.Wait()
 }
