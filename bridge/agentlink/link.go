@@ -240,15 +240,8 @@ func (l *Link) read(c *connection) {
 			l.lost(c, err)
 			return
 		}
-		if mt == websocket.BinaryMessage { // terminal output
-			data, err := readFrame(r)
-			if err == nil && len(data) > 0 && wire.IsStreamFrame(wire.FrameKind(data[0]&0x0f)) {
-				l.streams.parseFrame(data) // streams.go: never waits
-				continue
-			}
-			if err == nil {
-				l.cfg.Thread.TerminalOutput(data)
-			}
+		if mt == websocket.BinaryMessage { // terminal output, stream traffic
+			l.binaryFrame(r)
 			continue
 		}
 		env, err := wire.ReadMessage(r, wire.MaxMessageBytes)
@@ -297,22 +290,36 @@ func writeEnvelope(ws *websocket.Conn, env wire.Envelope) error {
 }
 
 // frameScratch holds the buffers binary frames are read through: one
-// taken for each frame, given back once it is copied out, so an idle link
-// that once carried a terminal or a stream holds none (a buffer is
+// taken for each frame, given back once the frame is handled, so an idle
+// link that once carried a terminal or a stream holds none (a buffer is
 // maxFrame+1 bytes, about 128 KiB).
 var frameScratch = sync.Pool{New: func() any {
 	b := make([]byte, maxFrame+1)
 	return &b
 }}
 
-// readFrame reads a binary frame from the agent into a buffer of its own
-// size, reading through a scratch buffer from frameScratch: one
-// allocation per frame, where io.ReadAll grows a buffer several times. A
-// frame over maxFrame is cut there (wire.ParseFrame then refuses it).
-func readFrame(r io.Reader) ([]byte, error) {
+// binaryFrame reads a binary frame from the agent through a scratch
+// buffer from frameScratch. A stream frame is handled straight from it
+// (the stream's inbox copies the data it keeps): no allocation, and one
+// copy less, for each frame of a download. A terminal frame is copied
+// into a buffer of its own size, which its watchers keep. A frame over
+// maxFrame is cut there (wire.ParseFrame then refuses it).
+func (l *Link) binaryFrame(r io.Reader) {
 	scratch := frameScratch.Get().(*[]byte)
 	defer frameScratch.Put(scratch)
-	buf := *scratch
+	data, err := readFull(r, *scratch)
+	switch {
+	case err != nil:
+	case len(data) > 0 && wire.IsStreamFrame(wire.FrameKind(data[0]&0x0f)):
+		l.streams.parseFrame(data) // streams.go: never waits, keeps nothing of data
+	default:
+		l.cfg.Thread.TerminalOutput(append([]byte(nil), data...))
+	}
+}
+
+// readFull reads r into buf until r ends or buf is full, and returns
+// what it read.
+func readFull(r io.Reader, buf []byte) ([]byte, error) {
 	n := 0
 	for n < len(buf) {
 		k, err := r.Read(buf[n:])
@@ -324,5 +331,5 @@ func readFrame(r io.Reader) ([]byte, error) {
 			return nil, err
 		}
 	}
-	return append([]byte(nil), buf[:n]...), nil
+	return buf[:n], nil
 }
