@@ -51,8 +51,8 @@ func newInput(kick func()) *wire.Queue[wire.Envelope] {
 // writer is idle, env is written right away on the caller's goroutine, as
 // much of it as the socket takes at once (wire.Pump.TryKick); the caller
 // must hold no lock. When the queue is full it waits for room, at most
-// wait (no bound when wait is 0). It fails with ErrAgentGone when the agent connection has ended (or
-// ends while it waits), ErrThreadEnded when the thread ends, ErrAgentBusy
+// wait (no bound when wait is 0). It fails with ErrAgentGone when the
+// agent connection has ended (or ends while it waits), ErrThreadEnded when the thread ends, ErrAgentBusy
 // when wait passes. While the fleet replaces the sandbox on purpose (an
 // image update, its lifetime), an ended connection is waited out, at most
 // wait, and env goes to the next one. It is safe for concurrent use.
