@@ -70,8 +70,7 @@ type client struct {
 	cursor  uint64 // seq of the last event written
 
 	// tc is conn's socket when a reply can be written on the goroutine
-	// that has it (reply, tryWrite); nil when it cannot (TLS). try is
-	// tryWrite, made once.
+	// that has it (reply, tryWrite; nil: TLS). try is tryWrite, made once.
 	tc  *wire.TryConn
 	try func() bool
 

@@ -153,7 +153,7 @@ func New(cfg Config) (*Server, error) {
 // (bridge/failover).
 func (s *Server) fleetConfig() fleet.Config {
 	c := s.cfg.Fleet() // bridge/config
-	c.Records, c.Logger = ownRecords{s.cfg.Store, s.leases}, s.log
+	c.Records, c.Logger = lease.OwnRecords{Records: s.cfg.Store, Book: s.leases}, s.log
 	c.LLMAdmit, c.LLMUsage = s.users.AdmitModelCall, s.users.CountTokens // bridge/users
 	c.Check, c.Adopt, c.Claim = s.egressCheck, s.adoptThread, s.leases.Acquire
 	c.ClaimShared = func(ctx context.Context, box string) error { // bridge/failover

@@ -1,10 +1,8 @@
 package server
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -28,20 +26,6 @@ var upgrader = websocket.Upgrader{ReadBufferSize: wire.ReadBufferSize, WriteBuff
 
 // wsWriteBuffers are the write buffers of client connections in use.
 var wsWriteBuffers = &sync.Pool{}
-
-// tryHijacker hands the upgrader the connection as a wire.TryConn, when
-// it can be one, so that a reply can be written on the goroutine that has
-// it (client.reply).
-type tryHijacker struct{ http.ResponseWriter }
-
-// Hijack takes over the connection (http.Hijacker).
-func (h tryHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	nc, brw, err := http.NewResponseController(h.ResponseWriter).Hijack()
-	if err != nil {
-		return nc, brw, err
-	}
-	return wire.NewTryConn(nc), brw, nil
-}
 
 // serveWS runs one client connection: hello, thread creation or lookup,
 // then the relay until either side ends it. The handshake runs on the
@@ -78,7 +62,7 @@ type attached struct {
 // false when the connection ended instead (answered, rejected or
 // forwarded to another bridge and served there).
 func (s *Server) attachWS(w http.ResponseWriter, r *http.Request) (a attached, ok bool) {
-	conn, err := upgrader.Upgrade(tryHijacker{w}, r, nil)
+	conn, err := upgrader.Upgrade(wire.TryHijacker{ResponseWriter: w}, r, nil) // client.reply writes on the goroutine that has a reply
 	if err != nil {
 		return a, false // the upgrader has answered
 	}

@@ -1,8 +1,10 @@
 package wire
 
 import (
+	"bufio"
 	"errors"
 	"net"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -45,6 +47,19 @@ func NewTryConn(c net.Conn) net.Conn {
 		return c
 	}
 	return &TryConn{Conn: c, raw: raw}
+}
+
+// TryHijacker hands a WebSocket upgrader (gorilla/websocket's) the
+// connection it takes over as a TryConn, when it can be one.
+type TryHijacker struct{ http.ResponseWriter }
+
+// Hijack takes over the connection (http.Hijacker).
+func (h TryHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	nc, brw, err := http.NewResponseController(h.ResponseWriter).Hijack()
+	if err != nil {
+		return nc, brw, err
+	}
+	return NewTryConn(nc), brw, nil
 }
 
 // TryConnOf is the TryConn c was made on, or nil.
